@@ -1,0 +1,46 @@
+"""Shared CLI plumbing: settings from flags, one-line failures, JSON output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from blobstore.config import Settings, SettingsError, load_settings
+from blobstore.errors import BlobstoreError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def data_dir_option(func: F) -> F:
+    return click.option(
+        "--data-dir",
+        type=click.Path(file_okay=False, path_type=str),
+        default=None,
+        help="Data directory (env BLOBSTORE_DATA_DIR).",
+    )(func)
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    click.echo(f"blobstore: {message}", err=True)
+    sys.exit(code)
+
+
+def settings_from(**flags: Any) -> Settings:
+    try:
+        return load_settings(**flags)
+    except SettingsError as exc:
+        fail(str(exc), code=2)
+
+
+def echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+def describe_error(exc: BaseException) -> str:
+    if isinstance(exc, BlobstoreError):
+        return f"{exc.message} ({exc.code})"
+    return f"{type(exc).__name__}: {exc}"

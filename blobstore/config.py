@@ -1,0 +1,154 @@
+"""Settings, read from ``BLOBSTORE_*`` environment variables and CLI flags.
+
+Nothing here runs at import time: the composition root (``blobstore.asgi`` / ``blobstore.cli``) builds one
+:class:`Settings` and passes it down. Invalid values fail at start with one line naming the setting
+(:func:`load_settings`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "mcp-blobstore"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="BLOBSTORE_", extra="forbid", validate_default=True)
+
+    data_dir: Path = Field(default_factory=default_data_dir)
+    database_url: str | None = None
+    """``sqlite+aiosqlite:///path`` or ``postgresql+asyncpg://…``; default: SQLite inside ``data_dir``."""
+    storage_url: str | None = None
+    """``file:///path``, ``s3://bucket/prefix`` or ``memory://``; default: ``data_dir/blobs``."""
+    s3_endpoint_url: str | None = None
+    s3_region: str | None = None
+    s3_presign_downloads: bool = False
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8420, ge=0, le=65535)
+    public_url: str | None = None
+    """Base URL clients reach the server at (for links in responses); default ``http://host:port``."""
+    insecure_no_auth: bool = False
+    mcp_namespace: str = "default"
+
+    # Sizes and limits.
+    max_artifact_size: int = Field(default=5 * GiB, gt=0)
+    default_chunk_size: int = Field(default=8 * MiB, gt=0)
+    min_chunk_size: int = Field(default=256 * KiB, gt=0)
+    max_chunk_size: int = Field(default=64 * MiB, gt=0)
+    max_chunks_per_upload: int = Field(default=10_000, gt=0)
+    max_open_uploads: int = Field(default=100, gt=0)
+    namespace_quota_bytes: int | None = Field(default=None, gt=0)
+    max_ranges: int = Field(default=16, gt=0)
+    max_json_body: int = Field(default=1 * MiB, gt=0)
+    storage_chunk_size: int = Field(default=1 * MiB, gt=0)
+    io_threads: int = Field(default=16, gt=0)
+
+    # Time.
+    default_ttl_seconds: int = Field(default=7 * 24 * 3600, gt=0)
+    max_ttl_seconds: int = Field(default=90 * 24 * 3600, gt=0)
+    upload_ttl_seconds: int = Field(default=24 * 3600, gt=0)
+    gc_grace_seconds: int = Field(default=3600, ge=0)
+    cleanup_interval_seconds: int | None = Field(default=None, gt=0)
+
+    # MCP.
+    inline_limit: int = Field(default=512 * KiB, gt=0)
+    mcp_window_max: int = Field(default=1 * MiB, gt=0)
+    mcp_chunk_max: int = Field(default=2 * MiB, gt=0)
+    image_long_edge: int = Field(default=1024, gt=0)
+
+    log_level: str = "info"
+    audit_log: Path | None = None
+    """File for audit JSON lines; default: the ``blobstore.audit`` logger (stderr)."""
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        scheme = urlsplit(value).scheme
+        if scheme not in {"sqlite+aiosqlite", "postgresql+asyncpg"}:
+            raise ValueError("must start with sqlite+aiosqlite:// or postgresql+asyncpg://")
+        return value
+
+    @field_validator("storage_url")
+    @classmethod
+    def _check_storage_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme == "file" and parts.path.startswith("/"):
+            return value
+        if parts.scheme == "s3" and parts.netloc:
+            return value
+        if parts.scheme == "memory":
+            return value
+        raise ValueError("must be file:///absolute/path, s3://bucket[/prefix] or memory://")
+
+    @field_validator("log_level")
+    @classmethod
+    def _check_log_level(cls, value: str) -> str:
+        if value.lower() not in {"debug", "info", "warning", "error"}:
+            raise ValueError("must be debug, info, warning or error")
+        return value.lower()
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> Settings:
+        if not self.min_chunk_size <= self.default_chunk_size <= self.max_chunk_size:
+            raise ValueError("chunk sizes must satisfy min_chunk_size <= default_chunk_size <= max_chunk_size")
+        if self.default_ttl_seconds > self.max_ttl_seconds:
+            raise ValueError("default_ttl_seconds must not exceed max_ttl_seconds")
+        return self
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite+aiosqlite:///{self.data_dir / 'metadata.sqlite3'}"
+
+    @property
+    def resolved_storage_url(self) -> str:
+        return self.storage_url or (self.data_dir / "blobs").as_uri()
+
+    @property
+    def is_embedded(self) -> bool:
+        """SQLite metadata: one server process per data directory."""
+        return self.resolved_database_url.startswith("sqlite")
+
+    @property
+    def binds_loopback_only(self) -> bool:
+        host = self.host.strip("[]")
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+
+
+class SettingsError(Exception):
+    """Invalid settings; the message is one line that names the setting."""
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build settings from the environment plus explicit overrides (CLI flags); ``None`` overrides are ignored."""
+    given = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "settings"
+        name = f"BLOBSTORE_{field.upper()}" if field != "settings" else "settings"
+        raise SettingsError(f"invalid setting {name}: {first['msg']}") from None

@@ -1,0 +1,184 @@
+"""SHA-256 and XXH3-128 helpers, and a writer that hashes a stream while it passes through.
+
+SHA-256 identifies content; XXH3-128 guards each fixed-size storage chunk so that a range read can verify only
+the chunks it touches. XXH3 is never used as an address: it is not collision-resistant.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+import xxhash
+
+from blobstore.errors import (
+    ChecksumMismatch,
+    ChunkSizeInvalid,
+    DigestMismatch,
+    InvalidRequest,
+    SizeMismatch,
+    TooLarge,
+)
+
+DEFAULT_CHUNK_SIZE = 1024 * 1024
+SHA256_PREFIX = "sha256:"
+
+_HEX_LENGTHS = {"sha256": 64, "xxh3": 32}
+_HEX = re.compile(r"[0-9a-f]+")
+
+
+def sha256_hex(data: bytes | bytearray | memoryview) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def xxh3_hex(data: bytes | bytearray | memoryview) -> str:
+    """XXH3-128 as 32 lower-case hex digits."""
+    return xxhash.xxh3_128_hexdigest(data)
+
+
+def is_hex_digest(value: object, length: int = 64) -> bool:
+    """True for a string of exactly ``length`` lower-case hex digits."""
+    return isinstance(value, str) and len(value) == length and _HEX.fullmatch(value) is not None
+
+
+def normalize_sha256(value: str) -> str:
+    """Accept ``sha256:<hex>`` or ``<hex>`` (any case); return the 64 lower-case hex digits."""
+    if not isinstance(value, str):
+        raise InvalidRequest("sha256 must be a string")
+    text = value.strip()
+    if text[: len(SHA256_PREFIX)].lower() == SHA256_PREFIX:
+        text = text[len(SHA256_PREFIX) :]
+    text = text.lower()
+    if not is_hex_digest(text, _HEX_LENGTHS["sha256"]):
+        raise InvalidRequest("sha256 must be 64 hex digits, optionally prefixed with 'sha256:'")
+    return text
+
+
+def normalize_xxh3(value: str) -> str:
+    """Accept a 32-digit XXH3-128 hex string (any case); return it in lower case."""
+    text = value.strip().lower() if isinstance(value, str) else ""
+    if not is_hex_digest(text, _HEX_LENGTHS["xxh3"]):
+        raise InvalidRequest("xxh3 must be 32 hex digits")
+    return text
+
+
+def check_running_size(size: int, *, expected_size: int | None, max_size: int | None) -> None:
+    """Refuse a stream as soon as it grows past its limit or its declared size, before it is all received."""
+    if max_size is not None and size > max_size:
+        raise TooLarge(max_size=max_size)
+    if expected_size is not None and size > expected_size:
+        raise SizeMismatch(expected_size=expected_size)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamDigest:
+    """What a finished :class:`HashingWriter` knows about the bytes it saw."""
+
+    size: int
+    sha256: str
+    chunk_size: int
+    chunk_xxh3: tuple[str, ...]
+
+
+class HashingWriter:
+    """SHA-256 of the whole stream plus XXH3-128 of every ``chunk_size`` slice, fed incrementally.
+
+    ``update`` refuses bytes past ``max_size`` (``TooLarge``) or past ``expected_size`` (``SizeMismatch``) so that
+    an oversized stream is stopped early; ``finish`` checks the final size and digest claims.
+    """
+
+    def __init__(
+        self,
+        *,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        max_size: int | None = None,
+        expected_size: int | None = None,
+    ) -> None:
+        if chunk_size <= 0:
+            raise ValueError("chunk_size must be positive")
+        self.chunk_size = chunk_size
+        self.max_size = max_size
+        self.expected_size = expected_size
+        self.size = 0
+        self._sha = hashlib.sha256()
+        self._chunk = xxhash.xxh3_128()
+        self._chunk_fill = 0
+        self._chunks: list[str] = []
+
+    def check_size(self, size: int) -> None:
+        """Refuse a stream that has grown to ``size`` bytes, before they are hashed or stored."""
+        check_running_size(size, expected_size=self.expected_size, max_size=self.max_size)
+
+    def update(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data).cast("B")
+        self.check_size(self.size + len(view))
+        self._sha.update(view)
+        self.size += len(view)
+        while view:
+            take = min(len(view), self.chunk_size - self._chunk_fill)
+            self._chunk.update(view[:take])
+            self._chunk_fill += take
+            view = view[take:]
+            if self._chunk_fill == self.chunk_size:
+                self._chunks.append(self._chunk.hexdigest())
+                self._chunk.reset()
+                self._chunk_fill = 0
+
+    def finish(self, *, expected_sha256: str | None = None) -> StreamDigest:
+        """Close the stream: check the declared size and digest, return the digests."""
+        if self.expected_size is not None and self.size != self.expected_size:
+            raise SizeMismatch(expected_size=self.expected_size, size=self.size)
+        digest = self._sha.hexdigest()
+        if expected_sha256 is not None and digest != normalize_sha256(expected_sha256):
+            raise DigestMismatch()
+        chunks = list(self._chunks)
+        if self._chunk_fill:
+            chunks.append(self._chunk.hexdigest())
+        return StreamDigest(self.size, digest, self.chunk_size, tuple(chunks))
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkDigest:
+    size: int
+    sha256: str
+    xxh3: str
+
+
+class ChunkHasher:
+    """SHA-256 and XXH3-128 of one upload chunk as a whole, with its length limits.
+
+    Length failures are ``ChunkSizeInvalid`` and checksum failures ``ChecksumMismatch`` (raised by the caller
+    through :meth:`finish`), since a chunk's claims are per request, not per artifact.
+    """
+
+    def __init__(self, *, expected_length: int | None = None, max_length: int | None = None) -> None:
+        self.expected_length = expected_length
+        self.max_length = max_length
+        self.size = 0
+        self._sha = hashlib.sha256()
+        self._xxh = xxhash.xxh3_128()
+
+    def check_size(self, size: int) -> None:
+        """Refuse a chunk that has grown to ``size`` bytes, before they are hashed or stored."""
+        if (self.max_length is not None and size > self.max_length) or (
+            self.expected_length is not None and size > self.expected_length
+        ):
+            raise ChunkSizeInvalid()
+
+    def update(self, data: bytes | bytearray | memoryview) -> None:
+        size = self.size + len(data)
+        self.check_size(size)
+        self._sha.update(data)
+        self._xxh.update(data)
+        self.size = size
+
+    def finish(self, *, expected_sha256: str | None = None, expected_xxh3: str | None = None) -> ChunkDigest:
+        if self.expected_length is not None and self.size != self.expected_length:
+            raise ChunkSizeInvalid(expected_length=self.expected_length, length=self.size)
+        result = ChunkDigest(self.size, self._sha.hexdigest(), self._xxh.hexdigest())
+        if expected_sha256 is not None and result.sha256 != normalize_sha256(expected_sha256):
+            raise ChecksumMismatch(algorithm="sha256")
+        if expected_xxh3 is not None and result.xxh3 != normalize_xxh3(expected_xxh3):
+            raise ChecksumMismatch(algorithm="xxh3")
+        return result

@@ -1,0 +1,202 @@
+"""Protocol-neutral errors with stable codes.
+
+Every failure the service reports is a :class:`BlobstoreError` subclass carrying a stable ``code``. The HTTP edge
+(``blobstore.api.errors``) and the MCP edge (``mcp_resources.errors``) each map codes to their protocol once;
+no HTTP status or JSON-RPC number appears here. Anything that is not a ``BlobstoreError`` is reported as
+``internal`` without its text, so unknown errors never leak details.
+
+Hierarchy::
+
+    BlobstoreError
+    ├── InvalidRequest            invalid_request       (malformed input, bad parameters)
+    │   ├── InvalidRange          invalid_range
+    │   ├── RangeNotSatisfiable   range_not_satisfiable
+    │   ├── RangeRequired         range_required
+    │   ├── ChunkSizeInvalid      chunk_size_invalid
+    │   ├── ChunkIndexOutOfRange  chunk_index_out_of_range
+    │   ├── ChecksumMismatch      checksum_mismatch     (a chunk's Content-Digest / xxh3 did not match)
+    │   ├── DigestMismatch        digest_mismatch       (whole object SHA-256 did not match the claim)
+    │   ├── SizeMismatch          size_mismatch
+    │   └── UploadIncomplete      upload_incomplete
+    ├── NotFound                  not_found
+    ├── Conflict                  conflict
+    │   ├── ChunkConflict         chunk_conflict        (same index, different bytes)
+    │   └── UploadNotOpen         upload_not_open       (aborted, expired or completed)
+    ├── LimitExceeded             limit_exceeded
+    │   ├── TooLarge              too_large
+    │   ├── QuotaExceeded         quota_exceeded
+    │   ├── TooManyUploads        too_many_uploads
+    │   └── TooManyRanges         too_many_ranges
+    ├── Unauthorized              unauthorized
+    ├── Forbidden                 forbidden             (missing scope; never used for foreign namespaces)
+    ├── StorageFull               storage_full          (ENOSPC, EDQUOT)
+    ├── StorageUnavailable        storage_unavailable   (I/O error, backend down)
+    ├── Corruption                corruption            (stored bytes fail their checksum)
+    └── Internal                  internal
+"""
+
+from __future__ import annotations
+
+import errno
+from typing import Any, ClassVar
+
+
+class BlobstoreError(Exception):
+    """Base of every error the service reports; ``code`` is stable, ``message`` is safe to show."""
+
+    code: ClassVar[str] = "internal"
+    default_message: ClassVar[str] = "internal error"
+
+    def __init__(self, message: str | None = None, **details: Any) -> None:
+        self.message = message or self.default_message
+        self.details: dict[str, Any] = details
+        super().__init__(self.message)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, code={self.code!r})"
+
+
+class InvalidRequest(BlobstoreError):
+    code = "invalid_request"
+    default_message = "invalid request"
+
+
+class InvalidRange(InvalidRequest):
+    code = "invalid_range"
+    default_message = "malformed range"
+
+
+class RangeNotSatisfiable(InvalidRequest):
+    code = "range_not_satisfiable"
+    default_message = "range not satisfiable"
+
+
+class RangeRequired(InvalidRequest):
+    code = "range_required"
+    default_message = "artifact is larger than the inline limit; read it in windows"
+
+
+class ChunkSizeInvalid(InvalidRequest):
+    code = "chunk_size_invalid"
+    default_message = "chunk has the wrong length"
+
+
+class ChunkIndexOutOfRange(InvalidRequest):
+    code = "chunk_index_out_of_range"
+    default_message = "chunk index is past the declared size"
+
+
+class ChecksumMismatch(InvalidRequest):
+    code = "checksum_mismatch"
+    default_message = "chunk checksum does not match its bytes"
+
+
+class DigestMismatch(InvalidRequest):
+    code = "digest_mismatch"
+    default_message = "sha256 of the received bytes does not match the declared digest"
+
+
+class SizeMismatch(InvalidRequest):
+    code = "size_mismatch"
+    default_message = "size of the received bytes does not match the declared size"
+
+
+class UploadIncomplete(InvalidRequest):
+    code = "upload_incomplete"
+    default_message = "upload is missing chunks"
+
+
+class NotFound(BlobstoreError):
+    code = "not_found"
+    default_message = "not found"
+
+
+class Conflict(BlobstoreError):
+    code = "conflict"
+    default_message = "conflict"
+
+
+class ChunkConflict(Conflict):
+    code = "chunk_conflict"
+    default_message = "a chunk with this index was already received with different bytes"
+
+
+class UploadNotOpen(Conflict):
+    code = "upload_not_open"
+    default_message = "upload is no longer open"
+
+
+class LimitExceeded(BlobstoreError):
+    code = "limit_exceeded"
+    default_message = "limit exceeded"
+
+
+class TooLarge(LimitExceeded):
+    code = "too_large"
+    default_message = "artifact exceeds the maximum size"
+
+
+class QuotaExceeded(LimitExceeded):
+    code = "quota_exceeded"
+    default_message = "namespace quota exceeded"
+
+
+class TooManyUploads(LimitExceeded):
+    code = "too_many_uploads"
+    default_message = "too many open uploads in this namespace"
+
+
+class TooManyRanges(LimitExceeded):
+    code = "too_many_ranges"
+    default_message = "too many ranges in one request"
+
+
+class Unauthorized(BlobstoreError):
+    code = "unauthorized"
+    default_message = "missing or invalid bearer token"
+
+
+class Forbidden(BlobstoreError):
+    code = "forbidden"
+    default_message = "token lacks the required scope"
+
+
+class StorageFull(BlobstoreError):
+    code = "storage_full"
+    default_message = "storage is full"
+
+
+class StorageUnavailable(BlobstoreError):
+    code = "storage_unavailable"
+    default_message = "storage is unavailable"
+
+
+class Corruption(BlobstoreError):
+    code = "corruption"
+    default_message = "stored bytes failed their integrity check"
+
+
+class Internal(BlobstoreError):
+    code = "internal"
+    default_message = "internal error"
+
+
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def from_os_error(exc: OSError) -> BlobstoreError:
+    """Translate an ``OSError`` raised by storage I/O into the catalogue, without the path or text."""
+    if exc.errno in _FULL_ERRNOS:
+        return StorageFull()
+    return StorageUnavailable()
+
+
+def all_codes() -> dict[str, type[BlobstoreError]]:
+    """Every code in the catalogue, for the edges' mapping tables and their completeness tests."""
+    found: dict[str, type[BlobstoreError]] = {}
+    pending: list[type[BlobstoreError]] = [BlobstoreError]
+    while pending:
+        cls = pending.pop()
+        found.setdefault(cls.code, cls)
+        pending.extend(cls.__subclasses__())
+    return found

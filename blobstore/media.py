@@ -1,0 +1,128 @@
+"""Media facts and type sniffing from an artifact's first bytes.
+
+A declared MIME type is kept unless the bytes contradict it: a file that claims ``image/png`` but is not one is
+stored as what it is (sniffed type, or ``application/octet-stream``) with no image facts. Probing never raises:
+whatever Pillow or the WAV parser reject simply yields no facts.
+"""
+
+from __future__ import annotations
+
+import io
+import mimetypes
+import re
+import struct
+import warnings
+from typing import Any
+
+from PIL import Image
+
+PROBE_BYTES = 256 * 1024
+"""How much of the head is read to sniff the type and the media facts."""
+
+_MAGIC: list[tuple[bytes, int, str]] = [
+    (b"\x89PNG\r\n\x1a\n", 0, "image/png"),
+    (b"\xff\xd8\xff", 0, "image/jpeg"),
+    (b"GIF87a", 0, "image/gif"),
+    (b"GIF89a", 0, "image/gif"),
+    (b"%PDF-", 0, "application/pdf"),
+    (b"fLaC", 0, "audio/flac"),
+    (b"OggS", 0, "audio/ogg"),
+    (b"ID3", 0, "audio/mpeg"),
+    (b"PK\x03\x04", 0, "application/zip"),
+]
+_MIME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9!#$&^_.+-]{0,126}/[a-zA-Z0-9][a-zA-Z0-9!#$&^_.+-]{0,126}$")
+_FAMILY_CHECKED = ("image/", "audio/", "application/pdf")
+
+
+def is_valid_mime(value: str) -> bool:
+    """RFC 6838 ``type/subtype`` without parameters."""
+    return _MIME.fullmatch(value) is not None
+
+
+def sniff(head: bytes) -> str | None:
+    """The MIME type the leading bytes prove, if any."""
+    for magic, offset, mime in _MAGIC:
+        if head[offset : offset + len(magic)] == magic:
+            return mime
+    if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
+        return "audio/wav"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def looks_like_text(head: bytes) -> bool:
+    if b"\x00" in head:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # A multi-byte character cut at the end of the probe window is still text.
+        return exc.start >= len(head) - 3
+    return True
+
+
+def resolve_mime(declared: str | None, name: str, head: bytes) -> str:
+    """Pick the stored MIME type: the declared one unless the bytes contradict it, else a sniffed or guessed one."""
+    sniffed = sniff(head)
+    if declared:
+        base = declared.split(";", 1)[0].strip().lower()
+        if sniffed and base == sniffed:
+            return base
+        contradicted = base.startswith(_FAMILY_CHECKED) and sniffed != base
+        if not contradicted:
+            return base
+        return sniffed or ("text/plain" if head and looks_like_text(head) else "application/octet-stream")
+    if sniffed:
+        return sniffed
+    guessed, _ = mimetypes.guess_type(name)
+    if guessed and not guessed.startswith(_FAMILY_CHECKED):
+        return guessed
+    if head and looks_like_text(head):
+        return "text/plain"
+    return "application/octet-stream"
+
+
+def probe(mime_type: str, head: bytes) -> dict[str, Any]:
+    """Media facts for a stored artifact: image width/height/format, audio duration/sample rate/channels."""
+    if mime_type.startswith("image/"):
+        return _image_facts(head)
+    if mime_type in {"audio/wav", "audio/x-wav", "audio/wave"}:
+        return _wav_facts(head)
+    return {}
+
+
+def _image_facts(head: bytes) -> dict[str, Any]:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with Image.open(io.BytesIO(head)) as image:
+                width, height = image.size
+                return {"width": width, "height": height, "format": (image.format or "").lower()}
+    except Exception:  # noqa: BLE001 - any decoder failure means "not an image we can describe"
+        return {}
+
+
+def _wav_facts(head: bytes) -> dict[str, Any]:
+    """Parse the RIFF/WAVE ``fmt `` and ``data`` chunk headers (the data size gives the duration)."""
+    if head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+        return {}
+    pos = 12
+    channels = sample_rate = block_align = 0
+    while pos + 8 <= len(head):
+        chunk_id = head[pos : pos + 4]
+        (chunk_size,) = struct.unpack_from("<I", head, pos + 4)
+        body = pos + 8
+        if chunk_id == b"fmt " and body + 16 <= len(head):
+            _fmt, channels, sample_rate, _byte_rate, block_align = struct.unpack_from("<HHIIH", head, body)
+        elif chunk_id == b"data":
+            if not (channels and sample_rate and block_align):
+                return {}
+            frames = chunk_size // block_align
+            return {
+                "duration_seconds": round(frames / sample_rate, 6),
+                "sample_rate": sample_rate,
+                "channels": channels,
+            }
+        pos = body + chunk_size + (chunk_size & 1)
+    return {}

@@ -1,0 +1,64 @@
+"""Schema migrations, run programmatically so they work the same from a checkout and from an installed wheel.
+
+The Alembic environment and revisions ship inside the package (``blobstore/metadata/migrations``); ``blobstore
+migrate`` calls :func:`upgrade`. Migrations take no data-directory lock, so they can run beside a server.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio.to_thread
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from blobstore.metadata.engine import create_engine
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+
+
+def alembic_config(database_url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    # Through attributes, not sqlalchemy.url: ConfigParser would treat a "%" in a password as interpolation.
+    config.attributes["database_url"] = database_url
+    return config
+
+
+def upgrade(database_url: str, revision: str = "head") -> None:
+    """Bring the database at ``database_url`` up to ``revision``; blocking (it runs its own event loop)."""
+    command.upgrade(alembic_config(database_url), revision)
+
+
+async def upgrade_async(database_url: str, revision: str = "head") -> None:
+    """:func:`upgrade` from async code: Alembic's environment runs its own event loop, so it gets a thread."""
+    await anyio.to_thread.run_sync(upgrade, database_url, revision)
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config("")).get_current_head()
+    if head is None:
+        raise RuntimeError(f"no migration revisions found in {MIGRATIONS_DIR}")
+    return head
+
+
+async def current_revision_async(database_url: str) -> str | None:
+    """The revision the database is at, or None when it was never migrated."""
+    engine = create_engine(database_url, poolclass=sa.NullPool)
+    try:
+        async with engine.connect() as connection:
+            return await connection.run_sync(_current_revision)
+    finally:
+        await engine.dispose()
+
+
+def current_revision(database_url: str) -> str | None:
+    """Blocking :func:`current_revision_async`, for command-line use outside an event loop."""
+    return anyio.run(current_revision_async, database_url)
+
+
+def _current_revision(connection: sa.Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()

@@ -1,0 +1,135 @@
+"""SQLAlchemy Core tables; the Alembic migrations in ``blobstore/metadata/migrations/`` create exactly these (checked by
+a test).
+
+Times are timezone-aware UTC. Digests are lower-case hex without the ``sha256:`` prefix. Artifacts reference
+blobs through ``artifacts.blob_id``; there is no reference-count column (a hot row under dedup), so "is this blob
+referenced" is an indexed ``EXISTS`` query.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from blobstore.metadata.types import UTCDateTime
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+Timestamp = UTCDateTime()
+
+blobs = sa.Table(
+    "blobs",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True),
+    sa.Column("sha256", sa.String(64), nullable=False),
+    sa.Column("storage_key", sa.String(512), nullable=False, unique=True),
+    sa.Column("size", sa.BigInteger(), nullable=False),
+    sa.Column("chunk_size", sa.Integer(), nullable=False),
+    sa.Column("chunk_xxh3", sa.Text(), nullable=False),
+    # live → tombstoned (a sweep claimed it; no new reference may attach) → row deleted after the object is.
+    sa.Column("state", sa.String(16), nullable=False, server_default="live"),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("unreferenced_since", Timestamp, nullable=True),
+    sa.Column("tombstoned_at", Timestamp, nullable=True),
+    # At most one live generation per content: two replicas committing the same new content concurrently cannot
+    # both insert one; the loser dedups onto the winner's row.
+    sa.Index(
+        "uq_blobs_sha256_live",
+        "sha256",
+        unique=True,
+        postgresql_where=sa.text("state = 'live'"),
+        sqlite_where=sa.text("state = 'live'"),
+    ),
+    sa.Index(None, "state", "unreferenced_since"),
+)
+
+artifacts = sa.Table(
+    "artifacts",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("namespace", sa.String(128), nullable=False),
+    sa.Column("name", sa.String(1024), nullable=False),
+    sa.Column("mime_type", sa.String(255), nullable=False),
+    sa.Column("size", sa.BigInteger(), nullable=False),
+    sa.Column("sha256", sa.String(64), nullable=False),
+    sa.Column("blob_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), sa.ForeignKey("blobs.id"), nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("expires_at", Timestamp, nullable=True),
+    sa.Column("pinned", sa.Boolean(), nullable=False, server_default=sa.false()),
+    sa.Column("user_metadata", sa.JSON(), nullable=False),
+    sa.Column("media", sa.JSON(), nullable=False),
+    sa.Index(None, "namespace", "created_at", "id"),
+    sa.Index(None, "blob_id"),
+    sa.Index(None, "expires_at"),
+)
+
+uploads = sa.Table(
+    "uploads",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("namespace", sa.String(128), nullable=False),
+    sa.Column("name", sa.String(1024), nullable=False),
+    sa.Column("mime_type", sa.String(255), nullable=True),
+    sa.Column("declared_size", sa.BigInteger(), nullable=True),
+    sa.Column("declared_sha256", sa.String(64), nullable=True),
+    sa.Column("chunk_size", sa.Integer(), nullable=False),
+    sa.Column("staging_ref", sa.Text(), nullable=False),
+    # open → completing → completed | aborted | expired
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("ttl_seconds", sa.Integer(), nullable=True),
+    sa.Column("user_metadata", sa.JSON(), nullable=False),
+    sa.Column("protocol", sa.String(16), nullable=False, server_default="native"),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+    sa.Column("expires_at", Timestamp, nullable=False),
+    sa.Column("artifact_id", sa.String(64), nullable=True),
+    sa.Index(None, "namespace", "state"),
+    sa.Index(None, "state", "expires_at"),
+)
+
+upload_chunks = sa.Table(
+    "upload_chunks",
+    metadata,
+    sa.Column("upload_id", sa.String(64), sa.ForeignKey("uploads.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("index", sa.Integer(), primary_key=True),
+    sa.Column("size", sa.BigInteger(), nullable=False),
+    sa.Column("sha256", sa.String(64), nullable=False),
+    sa.Column("xxh3", sa.String(32), nullable=False),
+    sa.Column("received_at", Timestamp, nullable=False),
+)
+
+tokens = sa.Table(
+    "tokens",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("namespace", sa.String(128), nullable=False),
+    sa.Column("scopes", sa.String(64), nullable=False),
+    sa.Column("secret_hash", sa.String(64), nullable=False, unique=True),
+    sa.Column("description", sa.String(255), nullable=True),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("expires_at", Timestamp, nullable=True),
+    sa.Column("revoked_at", Timestamp, nullable=True),
+)
+
+audit_events = sa.Table(
+    "audit_events",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True),
+    sa.Column("time", Timestamp, nullable=False),
+    sa.Column("actor", sa.String(64), nullable=False),
+    sa.Column("namespace", sa.String(128), nullable=True),
+    sa.Column("action", sa.String(32), nullable=False),
+    sa.Column("artifact_id", sa.String(64), nullable=True),
+    sa.Column("size", sa.BigInteger(), nullable=True),
+    sa.Column("mime_type", sa.String(255), nullable=True),
+    sa.Column("duration_ms", sa.Integer(), nullable=True),
+    sa.Column("result", sa.String(32), nullable=False),
+    sa.Index(None, "time"),
+)

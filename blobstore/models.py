@@ -1,0 +1,127 @@
+"""Value types shared by the service, the metadata repository and the edges."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from blobstore.storage.base import BlobInfo
+
+ARTIFACT_URI_PREFIX = "blobstore://artifacts/"
+
+T = TypeVar("T")
+
+
+class UploadState(enum.StrEnum):
+    OPEN = "open"
+    COMPLETING = "completing"
+    COMPLETED = "completed"
+    ABORTED = "aborted"
+    EXPIRED = "expired"
+
+
+class Scope(enum.StrEnum):
+    READ = "read"
+    WRITE = "write"
+    ADMIN = "admin"
+
+
+@dataclass(frozen=True, slots=True)
+class BlobRecord:
+    """A ``blobs`` row: one stored generation."""
+
+    id: int
+    info: BlobInfo
+    state: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    id: str
+    namespace: str
+    name: str
+    mime_type: str
+    size: int
+    sha256: str
+    blob_id: int
+    created_at: datetime
+    expires_at: datetime | None
+    pinned: bool
+    metadata: dict[str, Any] = field(default_factory=dict)
+    media: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def uri(self) -> str:
+        return f"{ARTIFACT_URI_PREFIX}{self.id}"
+
+    @property
+    def digest(self) -> str:
+        return f"sha256:{self.sha256}"
+
+
+@dataclass(frozen=True, slots=True)
+class UploadSession:
+    id: str
+    namespace: str
+    name: str
+    mime_type: str | None
+    declared_size: int | None
+    declared_sha256: str | None
+    chunk_size: int
+    staging_ref: str
+    state: UploadState
+    ttl_seconds: int | None
+    metadata: dict[str, Any]
+    protocol: str
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime
+    artifact_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRecord:
+    upload_id: str
+    index: int
+    size: int
+    sha256: str
+    xxh3: str
+    received_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRecord:
+    id: str
+    namespace: str
+    scopes: frozenset[Scope]
+    description: str | None
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    items: list[T]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is asking: the namespace every query is scoped to, an actor id for the audit log, the scopes held."""
+
+    namespace: str
+    actor: str = "local"
+    scopes: frozenset[Scope] = frozenset({Scope.READ, Scope.WRITE, Scope.ADMIN})
+
+
+@dataclass(frozen=True, slots=True)
+class UploadStatus:
+    session: UploadSession
+    chunks: list[ChunkRecord]
+    received_bytes: int
+    missing: list[int] | None
+    """Indexes still missing below the last known chunk; None when the size was not declared and no end is known."""

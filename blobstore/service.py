@@ -1,0 +1,318 @@
+"""ArtifactService: the one API the HTTP and MCP edges call.
+
+It owns the rules that cross storage and metadata: verify while writing, publish the blob, then commit the row
+(dedup onto an existing live blob only after every byte was received and hashed), and scope every read by
+namespace. Chunked uploads live in :mod:`blobstore.uploads` and are reached through this class too.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from blobstore.audit import AuditLog
+from blobstore.config import Settings
+from blobstore.errors import BlobstoreError, InvalidRequest, NotFound, QuotaExceeded
+from blobstore.ids import check_id, new_artifact_id
+from blobstore.media import PROBE_BYTES, is_valid_mime, probe, resolve_mime
+from blobstore.metadata.repository import UNSET, MetadataRepository, NewArtifact
+from blobstore.models import Artifact, BlobRecord, Caller, Page
+from blobstore.ranges import Window, window
+from blobstore.storage.base import BlobInfo, BlobStore, SupportsLocalPath
+
+Clock = Callable[[], datetime]
+
+MAX_NAME_LENGTH = 1024
+MAX_METADATA_BYTES = 16 * 1024
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def validate_name(name: str) -> str:
+    if not name or len(name) > MAX_NAME_LENGTH or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
+        raise InvalidRequest("name must be 1-1024 printable characters")
+    return name
+
+
+def validate_mime(mime_type: str | None) -> str | None:
+    if mime_type is None:
+        return None
+    base = mime_type.split(";", 1)[0].strip()
+    if not is_valid_mime(base):
+        raise InvalidRequest("mime_type must be a type/subtype media type")
+    return base.lower()
+
+
+def validate_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
+    if metadata is None:
+        return {}
+    import json
+
+    try:
+        encoded = json.dumps(metadata, separators=(",", ":"))
+    except (TypeError, ValueError):
+        raise InvalidRequest("metadata must be a JSON object") from None
+    if len(encoded.encode()) > MAX_METADATA_BYTES:
+        raise InvalidRequest(f"metadata must be at most {MAX_METADATA_BYTES} bytes of JSON")
+    return metadata
+
+
+def encode_cursor(artifact: Artifact) -> str:
+    raw = f"{artifact.created_at.isoformat()}|{artifact.id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        stamp, artifact_id = raw.split("|", 1)
+        created = datetime.fromisoformat(stamp)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidRequest("invalid cursor") from None
+    if created.tzinfo is None:
+        raise InvalidRequest("invalid cursor")
+    return created, artifact_id
+
+
+class ArtifactService:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        blobs: BlobStore,
+        repo: MetadataRepository,
+        audit: AuditLog | None = None,
+        clock: Clock = utcnow,
+    ) -> None:
+        self.settings = settings
+        self.blobs = blobs
+        self.repo = repo
+        self.audit = audit or AuditLog()
+        self.clock = clock
+        from blobstore.uploads import UploadManager
+
+        self.uploads = UploadManager(self)
+
+    # -- time-to-live -----------------------------------------------------------------------------------------
+
+    def expiry_for(self, ttl_seconds: int | None, now: datetime) -> datetime:
+        ttl = self.settings.default_ttl_seconds if ttl_seconds is None else ttl_seconds
+        if ttl <= 0 or ttl > self.settings.max_ttl_seconds:
+            raise InvalidRequest(f"ttl_seconds must be between 1 and {self.settings.max_ttl_seconds}")
+        return now + timedelta(seconds=ttl)
+
+    async def check_quota(self, namespace: str, adding: int) -> None:
+        quota = self.settings.namespace_quota_bytes
+        if quota is None:
+            return
+        used = await self.repo.namespace_usage(namespace, now=self.clock())
+        if used + adding > quota:
+            raise QuotaExceeded(quota=quota, used=used)
+
+    # -- creating artifacts -----------------------------------------------------------------------------------
+
+    async def create_artifact(
+        self,
+        caller: Caller,
+        data: AsyncIterable[bytes],
+        *,
+        name: str,
+        mime_type: str | None = None,
+        ttl_seconds: int | None = None,
+        metadata: dict[str, Any] | None = None,
+        expected_size: int | None = None,
+        expected_sha256: str | None = None,
+        pinned: bool = False,
+    ) -> Artifact:
+        """Store a stream as a new artifact (single-request upload)."""
+        started = time.monotonic()
+        name = validate_name(name)
+        declared_mime = validate_mime(mime_type)
+        user_metadata = validate_metadata(metadata)
+        now = self.clock()
+        expires_at = None if pinned else self.expiry_for(ttl_seconds, now)
+        if expected_size is not None:
+            if expected_size > self.settings.max_artifact_size:
+                from blobstore.errors import TooLarge
+
+                raise TooLarge(max_size=self.settings.max_artifact_size)
+            await self.check_quota(caller.namespace, expected_size)
+        try:
+            blob = await self.blobs.put(
+                data,
+                expected_size=expected_size,
+                expected_sha256=expected_sha256,
+                max_size=self.settings.max_artifact_size,
+            )
+            artifact = await self.publish(
+                caller,
+                blob,
+                name=name,
+                declared_mime=declared_mime,
+                expires_at=expires_at,
+                metadata=user_metadata,
+                pinned=pinned,
+            )
+        except BlobstoreError as exc:
+            self._audit(caller, "upload", exc.code, started, size=expected_size)
+            raise
+        self._audit(caller, "upload", "ok", started, artifact=artifact)
+        return artifact
+
+    async def publish(
+        self,
+        caller: Caller,
+        blob: BlobInfo,
+        *,
+        name: str,
+        declared_mime: str | None,
+        expires_at: datetime | None,
+        metadata: dict[str, Any],
+        pinned: bool = False,
+    ) -> Artifact:
+        """Commit the metadata row for a verified, published generation; drop the generation if deduplicated."""
+        try:
+            await self.check_quota(caller.namespace, blob.size)
+            head = await self._head(blob)
+            mime = resolve_mime(declared_mime, name, head)
+            new = NewArtifact(
+                id=new_artifact_id(),
+                namespace=caller.namespace,
+                name=name,
+                mime_type=mime,
+                created_at=self.clock(),
+                expires_at=expires_at,
+                pinned=pinned,
+                metadata=metadata,
+                media=probe(mime, head),
+            )
+            result = await self.repo.commit_artifact(blob=blob, artifact=new)
+        except BaseException:
+            # Nothing references this generation: remove it now rather than leave it to the orphan sweep.
+            await self.blobs.delete(blob.key)
+            raise
+        if result.deduplicated:
+            await self.blobs.delete(blob.key)
+        return result.artifact
+
+    async def _head(self, blob: BlobInfo) -> bytes:
+        parts: list[bytes] = []
+        async for piece in self.blobs.read(blob, 0, min(blob.size, PROBE_BYTES)):
+            parts.append(piece)
+        return b"".join(parts)
+
+    # -- reading ----------------------------------------------------------------------------------------------
+
+    async def get_artifact(self, caller: Caller, artifact_id: str) -> Artifact:
+        found = await self.repo.get_artifact(caller.namespace, check_id(artifact_id), now=self.clock())
+        if found is None:
+            raise NotFound()
+        return found
+
+    async def open_artifact(self, caller: Caller, artifact_id: str) -> tuple[Artifact, BlobInfo]:
+        """The artifact and the blob to stream it from; NotFound for missing, expired and foreign ids alike."""
+        found = await self.repo.get_artifact_with_blob(caller.namespace, check_id(artifact_id), now=self.clock())
+        if found is None:
+            raise NotFound()
+        artifact, record = found
+        return artifact, record.info
+
+    def stream(self, blob: BlobInfo, start: int = 0, end: int | None = None) -> AsyncIterator[bytes]:
+        """Bytes ``[start, end)`` of a blob, each storage chunk verified before it is yielded."""
+        stop = blob.size if end is None else end
+        return self.blobs.read(blob, start, stop - start)
+
+    def local_path(self, blob: BlobInfo) -> Path | None:
+        if isinstance(self.blobs, SupportsLocalPath):
+            return self.blobs.local_path(blob)
+        return None
+
+    async def read_window(
+        self, caller: Caller, artifact_id: str, offset: int | None, length: int | None
+    ) -> tuple[Artifact, Window, bytes]:
+        """One bounded window (MCP semantics): ``[offset, min(offset+length, size))``, at most the window max."""
+        started = time.monotonic()
+        artifact, blob = await self.open_artifact(caller, artifact_id)
+        win = window(offset, length, artifact.size, self.settings.mcp_window_max)
+        parts: list[bytes] = []
+        if win.length:
+            async for piece in self.stream(blob, win.offset, win.end):
+                parts.append(piece)
+        self._audit(caller, "read", "ok", started, artifact=artifact, size=win.length)
+        return artifact, win, b"".join(parts)
+
+    async def read_all(self, caller: Caller, artifact_id: str, *, limit: int) -> tuple[Artifact, bytes]:
+        """The whole artifact when it is at most ``limit`` bytes (callers check the size first)."""
+        artifact, blob = await self.open_artifact(caller, artifact_id)
+        if artifact.size > limit:
+            from blobstore.errors import RangeRequired
+
+            raise RangeRequired(size=artifact.size)
+        parts = [piece async for piece in self.stream(blob)]
+        return artifact, b"".join(parts)
+
+    async def list_artifacts(self, caller: Caller, *, limit: int = 100, cursor: str | None = None) -> Page[Artifact]:
+        if not 1 <= limit <= 1000:
+            raise InvalidRequest("limit must be between 1 and 1000")
+        after = decode_cursor(cursor) if cursor else None
+        items = await self.repo.list_artifacts(caller.namespace, now=self.clock(), limit=limit + 1, after=after)
+        more = len(items) > limit
+        items = items[:limit]
+        return Page(items=items, next_cursor=encode_cursor(items[-1]) if more and items else None)
+
+    # -- changing ---------------------------------------------------------------------------------------------
+
+    async def delete_artifact(self, caller: Caller, artifact_id: str) -> Artifact:
+        started = time.monotonic()
+        deleted = await self.repo.delete_artifact(caller.namespace, check_id(artifact_id))
+        if deleted is None:
+            raise NotFound()
+        self._audit(caller, "delete", "ok", started, artifact=deleted)
+        return deleted
+
+    async def update_artifact(
+        self, caller: Caller, artifact_id: str, *, ttl_seconds: int | None = UNSET, pinned: bool = UNSET
+    ) -> Artifact:
+        now = self.clock()
+        changes: dict[str, Any] = {}
+        if ttl_seconds is not UNSET:
+            changes["expires_at"] = None if ttl_seconds is None else self.expiry_for(ttl_seconds, now)
+        if pinned is not UNSET:
+            changes["pinned"] = bool(pinned)
+        updated = await self.repo.update_artifact(caller.namespace, check_id(artifact_id), now=now, **changes)
+        if updated is None:
+            raise NotFound()
+        return updated
+
+    async def get_blob_record(self, blob_id: int) -> BlobRecord | None:
+        return await self.repo.get_blob(blob_id)
+
+    # -- audit ------------------------------------------------------------------------------------------------
+
+    def _audit(
+        self,
+        caller: Caller,
+        action: str,
+        result: str,
+        started: float,
+        *,
+        artifact: Artifact | None = None,
+        size: int | None = None,
+    ) -> None:
+        self.audit.record(
+            actor=caller.actor,
+            namespace=caller.namespace,
+            action=action,
+            result=result,
+            artifact_id=artifact.id if artifact else None,
+            size=size if size is not None else (artifact.size if artifact else None),
+            mime_type=artifact.mime_type if artifact else None,
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )

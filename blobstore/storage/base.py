@@ -1,0 +1,188 @@
+"""The blob storage contract.
+
+A :class:`BlobStore` keeps immutable objects under *generation keys*: a fan-out prefix plus a random suffix, so a
+delayed delete of one generation can never remove a newer copy of the same content. Every write is hashed while
+it streams (SHA-256 of the object, XXH3-128 of each fixed storage chunk), checked against the caller's claims and
+published atomically; nothing is visible under a generation key until it is complete and verified.
+
+Chunked uploads go through *staging*: ``stage_begin`` returns an opaque ``staging_ref`` that the metadata keeps
+(so chunks of one upload may arrive at different replicas), ``stage_put`` keeps one chunk, ``stage_commit``
+turns the staged chunks into a blob, ``stage_abort`` frees them.
+
+Optional capabilities are separate protocols, checked with ``isinstance``: :class:`SupportsLocalPath` (zero-copy
+downloads from local disk) and :class:`SupportsPresign` (redirects to presigned S3 URLs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+DEFAULT_STORAGE_CHUNK_SIZE = 1024 * 1024
+"""Bytes covered by one XXH3-128 integrity checksum."""
+
+ProgressCallback = Callable[[int], Awaitable[None]]
+"""Called with the number of bytes processed so far during long operations (commit hashing)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BlobInfo:
+    """What the metadata keeps about a stored object, and all a backend needs to read it back verified."""
+
+    key: str
+    size: int
+    sha256: str
+    """Lower-case hex SHA-256 of the whole object (no ``sha256:`` prefix)."""
+    chunk_size: int
+    chunk_xxh3: tuple[str, ...]
+    """Lower-case hex XXH3-128 of each ``chunk_size`` slice; the last may cover fewer bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkReceipt:
+    """One staged upload chunk as received: its index, length and checksums (hex)."""
+
+    index: int
+    size: int
+    sha256: str
+    xxh3: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoredObject:
+    """A key found by listing the backend (for orphan sweeps)."""
+
+    key: str
+    size: int
+    modified: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class StagingEntry:
+    """A staging area found by listing the backend (for leftover sweeps)."""
+
+    staging_ref: str
+    modified: datetime
+
+
+@runtime_checkable
+class BlobStore(Protocol):
+    """Core storage contract shared by the memory, local-disk and S3 backends."""
+
+    kind: str
+    """``memory``, ``local`` or ``s3``."""
+
+    storage_chunk_size: int
+
+    async def put(
+        self,
+        data: AsyncIterable[bytes],
+        *,
+        expected_size: int | None = None,
+        expected_sha256: str | None = None,
+        max_size: int | None = None,
+    ) -> BlobInfo:
+        """Stream ``data`` into a new generation and publish it atomically.
+
+        Raises ``SizeMismatch`` / ``DigestMismatch`` when a claim fails and ``TooLarge`` past ``max_size``; in
+        every failure nothing stays visible. ``StorageFull`` / ``StorageUnavailable`` for I/O errors.
+        """
+        ...
+
+    def read(self, blob: BlobInfo, offset: int = 0, length: int | None = None) -> AsyncIterator[bytes]:
+        """Yield bytes ``[offset, offset+length)`` (to the end when ``length`` is None).
+
+        Every storage chunk the range touches is checked against ``blob.chunk_xxh3`` before any of its bytes
+        are yielded; a mismatch raises ``Corruption``. A missing object raises ``NotFound``. The caller
+        validates the range against ``blob.size``.
+        """
+        ...
+
+    async def delete(self, key: str) -> None:
+        """Remove one generation; deleting a missing key is not an error."""
+        ...
+
+    async def exists(self, key: str) -> bool: ...
+
+    def iter_objects(self) -> AsyncIterator[StoredObject]:
+        """Every published generation key in the store (not staging)."""
+        ...
+
+    async def check(self) -> None:
+        """Raise ``StorageUnavailable`` when the backend cannot be reached (readiness probe)."""
+        ...
+
+    async def close(self) -> None: ...
+
+    # -- staging for chunked uploads ------------------------------------------------------------------------
+
+    async def stage_begin(self, upload_id: str, *, chunk_size: int) -> str:
+        """Prepare staging for one upload; return the opaque ``staging_ref`` to persist in the metadata."""
+        ...
+
+    async def stage_put(
+        self,
+        staging_ref: str,
+        index: int,
+        data: AsyncIterable[bytes],
+        *,
+        expected_length: int | None = None,
+        max_length: int | None = None,
+        expected_sha256: str | None = None,
+        expected_xxh3: str | None = None,
+    ) -> ChunkReceipt:
+        """Keep chunk ``index``, hashed while written.
+
+        Wrong length: ``ChunkSizeInvalid``; checksum claim fails: ``ChecksumMismatch``; the index is already
+        staged with different bytes: ``ChunkConflict``; with the same bytes: the same receipt again. In every
+        failure the chunk is not kept and an earlier copy of it is untouched.
+        """
+        ...
+
+    async def stage_commit(
+        self,
+        staging_ref: str,
+        chunks: Sequence[ChunkReceipt],
+        *,
+        expected_size: int | None = None,
+        expected_sha256: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> BlobInfo:
+        """Join the staged ``chunks`` (contiguous, in index order) into one published, verified generation.
+
+        On a digest or size mismatch nothing is published and the staged chunks stay, so the client may fix
+        the upload or abort it.
+        """
+        ...
+
+    async def stage_abort(self, staging_ref: str) -> None:
+        """Free everything staged under ``staging_ref``; idempotent."""
+        ...
+
+    def iter_staging(self) -> AsyncIterator[StagingEntry]:
+        """Staging areas present in the backend, with their last modification time (for leftover sweeps)."""
+        ...
+
+    async def sweep_temp(self, older_than: datetime) -> int:
+        """Remove half-written temporary files of interrupted ``put`` calls older than ``older_than``.
+
+        Returns how many were removed. Backends with nothing of the kind return 0.
+        """
+        ...
+
+
+@runtime_checkable
+class SupportsLocalPath(Protocol):
+    """A backend whose published blobs are plain files that a server may send zero-copy."""
+
+    def local_path(self, blob: BlobInfo) -> Path: ...
+
+
+@runtime_checkable
+class SupportsPresign(Protocol):
+    """A backend that can hand out a time-limited URL for a direct ranged download."""
+
+    async def presigned_url(self, blob: BlobInfo, *, expires_in: int, filename: str | None = None) -> str: ...

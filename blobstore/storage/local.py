@@ -1,0 +1,492 @@
+"""Local-disk backend.
+
+Layout under the root (directories 0700, files 0600, set explicitly whatever the umask)::
+
+    blobs/<ab>/<cd>/<sha256>.<suffix>   published generations, never modified
+    tmp/<random>.part                   half-written puts and chunks; swept by age
+    staging/<upload_id>/<index>         staged upload chunks
+
+A write goes to an ``O_EXCL`` temp file in ``tmp/`` (same file system), is hashed while written, ``fsync``-ed,
+published with a no-clobber hard link and made durable by ``fsync`` of the directory. A failed ``fsync`` fails
+the write and is never retried: after a failed ``fsync`` the kernel may have dropped the dirty pages and a second
+``fsync`` can report success for data that is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from blobstore.digests import (
+    ChunkHasher,
+    HashingWriter,
+    normalize_sha256,
+    normalize_xxh3,
+)
+from blobstore.errors import (
+    BlobstoreError,
+    ChunkConflict,
+    Conflict,
+    Corruption,
+    InvalidRequest,
+    NotFound,
+    StorageUnavailable,
+    UploadIncomplete,
+    from_os_error,
+)
+from blobstore.storage.base import (
+    DEFAULT_STORAGE_CHUNK_SIZE,
+    BlobInfo,
+    ChunkReceipt,
+    ProgressCallback,
+    StagingEntry,
+    StoredObject,
+)
+from blobstore.storage.integrity import chunk_length, read_verified
+from blobstore.storage.keys import (
+    BLOB_DIR,
+    generation_key,
+    is_generation_key,
+    random_suffix,
+    validate_chunk_index,
+    validate_key,
+    validate_staging_ref,
+)
+from blobstore.storage.staging import check_commit_chunks
+
+T = TypeVar("T")
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+TEMP_DIR = "tmp"
+STAGING_DIR = "staging"
+TEMP_SUFFIX = ".part"
+_COPY_PIECE = 1024 * 1024
+_WRITE_BATCH = 1024 * 1024
+_PUBLISH_ATTEMPTS = 3
+
+
+def io_error(exc: OSError) -> BlobstoreError:
+    """Translate an ``OSError``; the cause keeps errno and text but not the path (it contains the digest)."""
+    translated = from_os_error(exc)
+    translated.__cause__ = OSError(exc.errno, exc.strerror)
+    return translated
+
+
+def _mtime(stat: os.stat_result) -> datetime:
+    return datetime.fromtimestamp(stat.st_mtime, UTC)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes | bytearray) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _pread_full(fd: int, length: int, offset: int) -> bytes:
+    parts: list[bytes] = []
+    remaining = length
+    while remaining > 0:
+        part = os.pread(fd, remaining, offset + length - remaining)
+        if not part:
+            break
+        parts.append(part)
+        remaining -= len(part)
+    return b"".join(parts)
+
+
+class _TempFile:
+    """An ``O_EXCL`` temp file in ``tmp/``; ``discard`` is idempotent and safe after a publish."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / f"{random_suffix()}{TEMP_SUFFIX}"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        self.fd: int | None = os.open(self.path, flags, FILE_MODE)
+        os.fchmod(self.fd, FILE_MODE)
+
+    def fileno(self) -> int:
+        if self.fd is None:
+            raise StorageUnavailable()
+        return self.fd
+
+    def close(self) -> None:
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            os.close(fd)
+
+    def discard(self) -> None:
+        try:
+            self.close()
+        finally:
+            self.path.unlink(missing_ok=True)
+
+
+class LocalBlobStore:
+    kind = "local"
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        storage_chunk_size: int = DEFAULT_STORAGE_CHUNK_SIZE,
+        io_threads: int = 8,
+    ) -> None:
+        if not root.is_absolute():
+            raise InvalidRequest("local storage root must be an absolute path")
+        if storage_chunk_size <= 0 or io_threads <= 0:
+            raise InvalidRequest("storage chunk size and io threads must be positive")
+        self.root = root
+        self.storage_chunk_size = storage_chunk_size
+        self._limiter = anyio.CapacityLimiter(io_threads)
+        self._tmp = root / TEMP_DIR
+        self._staging = root / STAGING_DIR
+        try:
+            self._prepare_root()
+        except OSError as exc:
+            raise io_error(exc) from None
+
+    def _prepare_root(self) -> None:
+        self.root.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        os.chmod(self.root, DIR_MODE)
+        for name in (BLOB_DIR, TEMP_DIR, STAGING_DIR):
+            self._make_dir(self.root / name)
+
+    def _make_dir(self, path: Path) -> None:
+        """Create one directory 0700 and make its entry durable; an existing one is left as it is."""
+        try:
+            os.mkdir(path, DIR_MODE)
+        except FileExistsError:
+            return
+        os.chmod(path, DIR_MODE)
+        _fsync_dir(path.parent)
+
+    async def _run(self, func: Callable[..., T], *args: Any) -> T:
+        try:
+            return await anyio.to_thread.run_sync(func, *args, limiter=self._limiter)
+        except OSError as exc:
+            raise io_error(exc) from None
+
+    async def _discard(self, temp: _TempFile) -> None:
+        with anyio.CancelScope(shield=True):
+            await self._run(temp.discard)
+
+    # -- writes -------------------------------------------------------------------------------------------------
+
+    async def put(
+        self,
+        data: AsyncIterable[bytes],
+        *,
+        expected_size: int | None = None,
+        expected_sha256: str | None = None,
+        max_size: int | None = None,
+    ) -> BlobInfo:
+        claimed = normalize_sha256(expected_sha256) if expected_sha256 is not None else None
+        writer = HashingWriter(
+            chunk_size=self.storage_chunk_size, max_size=max_size, expected_size=expected_size
+        )
+        temp = await self._run(_TempFile, self._tmp)
+        try:
+            await self._stream_into(temp, data, writer)
+            digest = writer.finish(expected_sha256=claimed)
+            key = await self._run(self._publish_blob, temp, digest.sha256)
+        finally:
+            await self._discard(temp)
+        return BlobInfo(key, digest.size, digest.sha256, digest.chunk_size, digest.chunk_xxh3)
+
+    async def _stream_into(
+        self, temp: _TempFile, data: AsyncIterable[bytes], writer: HashingWriter | ChunkHasher
+    ) -> None:
+        # Pieces are batched so that small network reads do not each cost a thread hop, and the size limit is
+        # enforced per piece so that an oversized stream stops before the batch is written.
+        batch = bytearray()
+        received = 0
+        async for piece in data:
+            received += len(piece)
+            writer.check_size(received)
+            batch += piece
+            if len(batch) >= _WRITE_BATCH:
+                await self._run(self._write_hashed, temp, batch, writer)
+                batch = bytearray()
+        if batch:
+            await self._run(self._write_hashed, temp, batch, writer)
+
+    @staticmethod
+    def _write_hashed(temp: _TempFile, data: bytearray, writer: HashingWriter | ChunkHasher) -> None:
+        writer.update(data)
+        _write_all(temp.fileno(), data)
+
+    def _publish_blob(self, temp: _TempFile, sha256: str) -> str:
+        os.fsync(temp.fileno())
+        temp.close()
+        for _ in range(_PUBLISH_ATTEMPTS):
+            key = generation_key(sha256)
+            final = self.root / key
+            self._make_dir(final.parent.parent)
+            self._make_dir(final.parent)
+            if self._link_durably(temp.path, final):
+                return key
+        # Random 128-bit suffixes never collide in practice; a clash means something else writes here.
+        raise Conflict()
+
+    @staticmethod
+    def _link_durably(source: Path, target: Path) -> bool:
+        """No-clobber publish; False when ``target`` exists. A failed directory fsync unpublishes."""
+        try:
+            os.link(source, target)
+        except FileExistsError:
+            return False
+        try:
+            _fsync_dir(target.parent)
+        except OSError:
+            target.unlink(missing_ok=True)
+            raise
+        return True
+
+    # -- reads --------------------------------------------------------------------------------------------------
+
+    def read(self, blob: BlobInfo, offset: int = 0, length: int | None = None) -> AsyncIterator[bytes]:
+        path = self.local_path(blob)
+
+        async def chunks(first: int, last: int) -> AsyncIterator[bytes]:
+            fd = await self._run(self._open_for_read, path)
+            try:
+                for index in range(first, last + 1):
+                    yield await self._run(_pread_full, fd, chunk_length(blob, index), index * blob.chunk_size)
+            finally:
+                os.close(fd)
+
+        return read_verified(blob, offset, length, chunks)
+
+    @staticmethod
+    def _open_for_read(path: Path) -> int:
+        try:
+            return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise NotFound() from None
+
+    def local_path(self, blob: BlobInfo) -> Path:
+        return self.root / validate_key(blob.key)
+
+    async def delete(self, key: str) -> None:
+        path = self.root / validate_key(key)
+        await self._run(self._unlink_durably, path)
+
+    @staticmethod
+    def _unlink_durably(path: Path) -> None:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return
+        _fsync_dir(path.parent)
+
+    async def exists(self, key: str) -> bool:
+        path = self.root / validate_key(key)
+        return await self._run(path.is_file)
+
+    async def iter_objects(self) -> AsyncIterator[StoredObject]:
+        blob_dir = self.root / BLOB_DIR
+        for first in await self._run(self._list_dirs, blob_dir):
+            for second in await self._run(self._list_dirs, blob_dir / first):
+                for name, stat in await self._run(self._list_files, blob_dir / first / second):
+                    key = f"{BLOB_DIR}/{first}/{second}/{name}"
+                    if is_generation_key(key):
+                        yield StoredObject(key, stat.st_size, _mtime(stat))
+
+    @staticmethod
+    def _list_dirs(path: Path) -> list[str]:
+        try:
+            with os.scandir(path) as entries:
+                return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+        except FileNotFoundError:
+            return []
+
+    @staticmethod
+    def _list_files(path: Path) -> list[tuple[str, os.stat_result]]:
+        found: list[tuple[str, os.stat_result]] = []
+        try:
+            with os.scandir(path) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_file(follow_symlinks=False):
+                            found.append((entry.name, entry.stat(follow_symlinks=False)))
+                    except FileNotFoundError:
+                        continue  # deleted while listing
+        except FileNotFoundError:
+            return []
+        return sorted(found, key=lambda item: item[0])
+
+    async def check(self) -> None:
+        if not await self._run(self._is_writable):
+            raise StorageUnavailable()
+
+    def _is_writable(self) -> bool:
+        return all(os.access(path, os.W_OK | os.X_OK) for path in (self.root, self._tmp, self._staging))
+
+    async def close(self) -> None:
+        return None
+
+    async def sweep_temp(self, older_than: datetime) -> int:
+        return await self._run(self._sweep_temp, older_than.timestamp())
+
+    def _sweep_temp(self, cutoff: float) -> int:
+        removed = 0
+        for name, stat in self._list_files(self._tmp):
+            if name.endswith(TEMP_SUFFIX) and stat.st_mtime < cutoff:
+                (self._tmp / name).unlink(missing_ok=True)
+                removed += 1
+        return removed
+
+    # -- staging ------------------------------------------------------------------------------------------------
+
+    def _area(self, staging_ref: str) -> Path:
+        return self._staging / validate_staging_ref(staging_ref)
+
+    async def stage_begin(self, upload_id: str, *, chunk_size: int) -> str:
+        if chunk_size <= 0:
+            raise InvalidRequest("chunk size must be positive")
+        await self._run(self._make_dir, self._area(upload_id))
+        return upload_id
+
+    async def _require_area(self, area: Path) -> None:
+        if not await self._run(area.is_dir):
+            raise NotFound()
+
+    async def stage_put(
+        self,
+        staging_ref: str,
+        index: int,
+        data: AsyncIterable[bytes],
+        *,
+        expected_length: int | None = None,
+        max_length: int | None = None,
+        expected_sha256: str | None = None,
+        expected_xxh3: str | None = None,
+    ) -> ChunkReceipt:
+        area = self._area(staging_ref)
+        validate_chunk_index(index)
+        claimed_sha = normalize_sha256(expected_sha256) if expected_sha256 is not None else None
+        claimed_xxh3 = normalize_xxh3(expected_xxh3) if expected_xxh3 is not None else None
+        await self._require_area(area)
+        hasher = ChunkHasher(expected_length=expected_length, max_length=max_length)
+        temp = await self._run(_TempFile, self._tmp)
+        try:
+            await self._stream_into(temp, data, hasher)
+            digest = hasher.finish(expected_sha256=claimed_sha, expected_xxh3=claimed_xxh3)
+            receipt = ChunkReceipt(index, digest.size, digest.sha256, digest.xxh3)
+            return await self._run(self._publish_chunk, temp, area / str(index), receipt)
+        finally:
+            await self._discard(temp)
+
+    def _publish_chunk(self, temp: _TempFile, target: Path, receipt: ChunkReceipt) -> ChunkReceipt:
+        os.fsync(temp.fileno())
+        temp.close()
+        try:
+            if self._link_durably(temp.path, target):
+                return receipt
+        except FileNotFoundError:
+            raise NotFound() from None  # the area was aborted while the chunk streamed in
+        existing = self._hash_file(target, receipt.index)
+        if existing != receipt:
+            raise ChunkConflict(index=receipt.index)
+        return existing
+
+    @staticmethod
+    def _hash_file(path: Path, index: int) -> ChunkReceipt:
+        hasher = ChunkHasher()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            while piece := os.read(fd, _COPY_PIECE):
+                hasher.update(piece)
+        finally:
+            os.close(fd)
+        digest = hasher.finish()
+        return ChunkReceipt(index, digest.size, digest.sha256, digest.xxh3)
+
+    async def stage_commit(
+        self,
+        staging_ref: str,
+        chunks: Sequence[ChunkReceipt],
+        *,
+        expected_size: int | None = None,
+        expected_sha256: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> BlobInfo:
+        area = self._area(staging_ref)
+        claimed = normalize_sha256(expected_sha256) if expected_sha256 is not None else None
+        await self._require_area(area)
+        check_commit_chunks(chunks, expected_size)
+        writer = HashingWriter(chunk_size=self.storage_chunk_size, expected_size=expected_size)
+        temp = await self._run(_TempFile, self._tmp)
+        try:
+            for receipt in chunks:
+                await self._run(self._append_chunk, temp, area / str(receipt.index), receipt, writer)
+                if progress is not None:
+                    await progress(writer.size)
+            digest = writer.finish(expected_sha256=claimed)
+            key = await self._run(self._publish_blob, temp, digest.sha256)
+        finally:
+            await self._discard(temp)
+        return BlobInfo(key, digest.size, digest.sha256, digest.chunk_size, digest.chunk_xxh3)
+
+    @staticmethod
+    def _append_chunk(temp: _TempFile, path: Path, receipt: ChunkReceipt, writer: HashingWriter) -> None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise UploadIncomplete(missing=[receipt.index]) from None
+        check = ChunkHasher()
+        try:
+            while piece := os.read(fd, _COPY_PIECE):
+                writer.update(piece)
+                check.update(piece)
+                _write_all(temp.fileno(), piece)
+        finally:
+            os.close(fd)
+        staged = check.finish()
+        if staged.size != receipt.size or staged.xxh3 != receipt.xxh3:
+            raise Corruption(chunk=receipt.index)
+
+    async def stage_abort(self, staging_ref: str) -> None:
+        area = self._area(staging_ref)
+        await self._run(self._remove_tree, area)
+
+    @staticmethod
+    def _remove_tree(path: Path) -> None:
+        try:
+            shutil.rmtree(path)
+        except FileNotFoundError:
+            return
+
+    async def iter_staging(self) -> AsyncIterator[StagingEntry]:
+        for name in await self._run(self._list_dirs, self._staging):
+            try:
+                area = self._area(name)
+            except InvalidRequest:
+                continue  # not ours: staging refs are validated on the way in
+            stat = await self._run(self._stat_or_none, area)
+            if stat is not None:
+                yield StagingEntry(name, _mtime(stat))
+
+    @staticmethod
+    def _stat_or_none(path: Path) -> os.stat_result | None:
+        try:
+            return os.stat(path, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+__all__ = ["DIR_MODE", "FILE_MODE", "LocalBlobStore", "errno", "xxh3_hex"]

@@ -1,0 +1,356 @@
+"""The chunked-upload state machine: ``open → completing → completed | aborted | expired``.
+
+Chunk ``i`` covers bytes ``[i*chunk_size, (i+1)*chunk_size)``; only the last may be shorter. Chunks arrive in any
+order, in parallel, at any replica: the staging area lives in the blob store and the bookkeeping in the metadata,
+never in process memory. Completion is a compare-and-set from ``open`` to ``completing``, so exactly one caller
+joins the chunks; a second ``complete`` returns the same artifact.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from blobstore.digests import normalize_sha256
+from blobstore.errors import (
+    BlobstoreError,
+    ChunkConflict,
+    ChunkIndexOutOfRange,
+    Conflict,
+    DigestMismatch,
+    InvalidRequest,
+    NotFound,
+    SizeMismatch,
+    TooLarge,
+    TooManyUploads,
+    UploadIncomplete,
+    UploadNotOpen,
+)
+from blobstore.ids import check_id, new_upload_id
+from blobstore.models import Artifact, Caller, ChunkRecord, UploadSession, UploadState, UploadStatus
+from blobstore.storage.base import ChunkReceipt, ProgressCallback
+
+if TYPE_CHECKING:
+    from blobstore.service import ArtifactService
+
+COMPLETION_WAIT_SECONDS = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkPlan:
+    """What the session's declared size says about the chunks."""
+
+    chunk_size: int
+    size: int | None
+
+    @property
+    def count(self) -> int | None:
+        if self.size is None:
+            return None
+        return max(1, -(-self.size // self.chunk_size)) if self.size else 0
+
+    def expected_length(self, index: int) -> int | None:
+        """Exact length of chunk ``index`` when the size is known (None: at most ``chunk_size``)."""
+        if self.size is None:
+            return None
+        count = self.count or 0
+        if index >= count:
+            raise ChunkIndexOutOfRange(index=index, chunks=count)
+        return min(self.chunk_size, self.size - index * self.chunk_size)
+
+    def missing(self, have: set[int]) -> list[int] | None:
+        if self.size is None:
+            if not have:
+                return None
+            return [i for i in range(max(have)) if i not in have]
+        return [i for i in range(self.count or 0) if i not in have]
+
+    def check_complete(self, chunks: list[ChunkRecord]) -> int:
+        """Verify the chunks tile ``[0, size)`` exactly; return the total size."""
+        have = {chunk.index for chunk in chunks}
+        missing = self.missing(have)
+        if missing:
+            raise UploadIncomplete(missing=missing[:100], missing_count=len(missing))
+        for position, chunk in enumerate(sorted(chunks, key=lambda c: c.index)):
+            if chunk.index != position:
+                raise UploadIncomplete(missing=[position], missing_count=1)
+            is_last = position == len(chunks) - 1
+            if not is_last and chunk.size != self.chunk_size:
+                raise InvalidRequest("only the last chunk may be shorter than chunk_size", index=chunk.index)
+        total = sum(chunk.size for chunk in chunks)
+        if self.size is not None and total != self.size:
+            raise SizeMismatch(expected=self.size, received=total)
+        return total
+
+
+def plan_for(session: UploadSession) -> ChunkPlan:
+    return ChunkPlan(session.chunk_size, session.declared_size)
+
+
+class UploadManager:
+    def __init__(self, service: ArtifactService) -> None:
+        self.service = service
+        self.settings = service.settings
+
+    # -- begin ------------------------------------------------------------------------------------------------
+
+    def choose_chunk_size(self, requested: int | None, size: int | None) -> int:
+        s = self.settings
+        if requested is not None:
+            if not s.min_chunk_size <= requested <= s.max_chunk_size:
+                raise InvalidRequest(f"chunk_size must be between {s.min_chunk_size} and {s.max_chunk_size}")
+            if size is not None and -(-size // requested) > s.max_chunks_per_upload:
+                raise InvalidRequest(f"size / chunk_size exceeds {s.max_chunks_per_upload} chunks")
+            return requested
+        chunk = s.default_chunk_size
+        # Grow the chunk size (within the maximum) rather than refuse a large declared size.
+        while size is not None and -(-size // chunk) > s.max_chunks_per_upload and chunk * 2 <= s.max_chunk_size:
+            chunk *= 2
+        if size is not None and -(-size // chunk) > s.max_chunks_per_upload:
+            raise TooLarge(max_size=s.max_chunk_size * s.max_chunks_per_upload)
+        return chunk
+
+    async def begin(
+        self,
+        caller: Caller,
+        *,
+        name: str,
+        mime_type: str | None = None,
+        size: int | None = None,
+        sha256: str | None = None,
+        chunk_size: int | None = None,
+        ttl_seconds: int | None = None,
+        metadata: dict[str, Any] | None = None,
+        protocol: str = "native",
+    ) -> UploadSession:
+        from blobstore.service import validate_metadata, validate_mime, validate_name
+
+        svc = self.service
+        name = validate_name(name)
+        mime = validate_mime(mime_type)
+        user_metadata = validate_metadata(metadata)
+        digest = normalize_sha256(sha256) if sha256 is not None else None
+        if size is not None:
+            if size < 0:
+                raise InvalidRequest("size must be >= 0")
+            if size > self.settings.max_artifact_size:
+                raise TooLarge(max_size=self.settings.max_artifact_size)
+            await svc.check_quota(caller.namespace, size)
+        chosen = self.choose_chunk_size(chunk_size, size)
+        now = svc.clock()
+        if ttl_seconds is not None:
+            svc.expiry_for(ttl_seconds, now)  # validate now, not at completion
+        if await svc.repo.count_open_uploads(caller.namespace) >= self.settings.max_open_uploads:
+            raise TooManyUploads(limit=self.settings.max_open_uploads)
+        upload_id = new_upload_id()
+        staging_ref = await svc.blobs.stage_begin(upload_id, chunk_size=chosen)
+        session = UploadSession(
+            id=upload_id,
+            namespace=caller.namespace,
+            name=name,
+            mime_type=mime,
+            declared_size=size,
+            declared_sha256=digest,
+            chunk_size=chosen,
+            staging_ref=staging_ref,
+            state=UploadState.OPEN,
+            ttl_seconds=ttl_seconds,
+            metadata=user_metadata,
+            protocol=protocol,
+            created_at=now,
+            updated_at=now,
+            expires_at=now + timedelta(seconds=self.settings.upload_ttl_seconds),
+            artifact_id=None,
+        )
+        try:
+            await svc.repo.create_upload(session)
+        except BaseException:
+            await svc.blobs.stage_abort(staging_ref)
+            raise
+        svc.audit.record(actor=caller.actor, namespace=caller.namespace, action="upload_begin", result="ok", size=size)
+        return session
+
+    # -- lookups ----------------------------------------------------------------------------------------------
+
+    async def get(self, caller: Caller, upload_id: str) -> UploadSession:
+        session = await self.service.repo.get_upload(caller.namespace, check_id(upload_id))
+        if session is None:
+            raise NotFound()
+        return session
+
+    async def open_session(self, caller: Caller, upload_id: str) -> UploadSession:
+        session = await self.get(caller, upload_id)
+        if session.state is UploadState.OPEN and session.expires_at <= self.service.clock():
+            raise UploadNotOpen("upload has expired", state=UploadState.EXPIRED.value)
+        if session.state is not UploadState.OPEN:
+            raise UploadNotOpen(f"upload is {session.state.value}", state=session.state.value)
+        return session
+
+    async def status(self, caller: Caller, upload_id: str) -> UploadStatus:
+        session = await self.get(caller, upload_id)
+        chunks = await self.service.repo.list_chunks(session.id)
+        have = {chunk.index for chunk in chunks}
+        return UploadStatus(
+            session=session,
+            chunks=chunks,
+            received_bytes=sum(chunk.size for chunk in chunks),
+            missing=plan_for(session).missing(have),
+        )
+
+    # -- chunks -----------------------------------------------------------------------------------------------
+
+    async def put_chunk(
+        self,
+        caller: Caller,
+        upload_id: str,
+        index: int,
+        data: AsyncIterable[bytes],
+        *,
+        sha256: str | None = None,
+        xxh3: str | None = None,
+    ) -> ChunkRecord:
+        svc = self.service
+        session = await self.open_session(caller, upload_id)
+        if index < 0 or index >= self.settings.max_chunks_per_upload:
+            raise ChunkIndexOutOfRange(index=index)
+        plan = plan_for(session)
+        expected = plan.expected_length(index)
+        if session.declared_size is None and (index + 1) * session.chunk_size > self.settings.max_artifact_size:
+            raise TooLarge(max_size=self.settings.max_artifact_size)
+        receipt = await svc.blobs.stage_put(
+            session.staging_ref,
+            index,
+            data,
+            expected_length=expected,
+            max_length=session.chunk_size,
+            expected_sha256=sha256,
+            expected_xxh3=xxh3,
+        )
+        record = ChunkRecord(
+            upload_id=session.id,
+            index=index,
+            size=receipt.size,
+            sha256=receipt.sha256,
+            xxh3=receipt.xxh3,
+            received_at=svc.clock(),
+        )
+        stored = await svc.repo.record_chunk(record)
+        if (stored.sha256, stored.size) != (record.sha256, record.size):
+            raise ChunkConflict(index=index)
+        # A chunk that raced a completion or an abort was not part of it: say so rather than claim success.
+        current = await svc.repo.get_upload(caller.namespace, session.id)
+        if current is None or current.state not in (UploadState.OPEN, UploadState.COMPLETING):
+            raise UploadNotOpen(state=current.state.value if current else "gone")
+        return stored
+
+    # -- completion -------------------------------------------------------------------------------------------
+
+    async def complete(
+        self,
+        caller: Caller,
+        upload_id: str,
+        *,
+        sha256: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> Artifact:
+        svc = self.service
+        started = time.monotonic()
+        session = await self.get(caller, upload_id)
+        claimed = normalize_sha256(sha256) if sha256 is not None else None
+        if claimed and session.declared_sha256 and claimed != session.declared_sha256:
+            raise DigestMismatch("sha256 differs from the one declared when the upload began")
+        if session.state is UploadState.COMPLETED:
+            return await self._completed_artifact(caller, session)
+        if session.state is UploadState.COMPLETING:
+            return await self._wait_for_completion(caller, session)
+        await self.open_session(caller, upload_id)
+        now = svc.clock()
+        won = await svc.repo.transition_upload(
+            session.id, from_states=[UploadState.OPEN], to_state=UploadState.COMPLETING, now=now
+        )
+        if not won:
+            return await self.complete(caller, upload_id, sha256=sha256, progress=progress)
+        try:
+            artifact = await self._join(caller, session, claimed or session.declared_sha256, progress)
+        except BaseException as exc:
+            # Give the upload back to the client: it may resend chunks or abort.
+            with anyio.CancelScope(shield=True):
+                await svc.repo.transition_upload(
+                    session.id, from_states=[UploadState.COMPLETING], to_state=UploadState.OPEN, now=svc.clock()
+                )
+            code = exc.code if isinstance(exc, BlobstoreError) else "internal"
+            svc.audit.record(actor=caller.actor, namespace=caller.namespace, action="complete", result=code)
+            raise
+        await svc.repo.transition_upload(
+            session.id,
+            from_states=[UploadState.COMPLETING],
+            to_state=UploadState.COMPLETED,
+            artifact_id=artifact.id,
+            now=svc.clock(),
+        )
+        await svc.blobs.stage_abort(session.staging_ref)
+        svc._audit(caller, "complete", "ok", started, artifact=artifact)
+        return artifact
+
+    async def _join(
+        self, caller: Caller, session: UploadSession, sha256: str | None, progress: ProgressCallback | None
+    ) -> Artifact:
+        svc = self.service
+        chunks = await svc.repo.list_chunks(session.id)
+        total = plan_for(session).check_complete(chunks)
+        if total > self.settings.max_artifact_size:
+            raise TooLarge(max_size=self.settings.max_artifact_size)
+        await svc.check_quota(caller.namespace, total)
+        receipts = [ChunkReceipt(c.index, c.size, c.sha256, c.xxh3) for c in sorted(chunks, key=lambda c: c.index)]
+        blob = await svc.blobs.stage_commit(
+            session.staging_ref, receipts, expected_size=total, expected_sha256=sha256, progress=progress
+        )
+        now = svc.clock()
+        expires_at = svc.expiry_for(session.ttl_seconds, now)
+        return await svc.publish(
+            caller,
+            blob,
+            name=session.name,
+            declared_mime=session.mime_type,
+            expires_at=expires_at,
+            metadata=session.metadata,
+        )
+
+    async def _completed_artifact(self, caller: Caller, session: UploadSession) -> Artifact:
+        if session.artifact_id is None:
+            raise Conflict("upload completed without an artifact")
+        return await self.service.get_artifact(caller, session.artifact_id)
+
+    async def _wait_for_completion(self, caller: Caller, session: UploadSession) -> Artifact:
+        deadline = time.monotonic() + COMPLETION_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            await anyio.sleep(0.1)
+            current = await self.get(caller, session.id)
+            if current.state is UploadState.COMPLETED:
+                return await self._completed_artifact(caller, current)
+            if current.state is not UploadState.COMPLETING:
+                raise UploadNotOpen(f"upload is {current.state.value}", state=current.state.value)
+        raise Conflict("completion is still in progress; retry later")
+
+    # -- abort ------------------------------------------------------------------------------------------------
+
+    async def abort(self, caller: Caller, upload_id: str) -> None:
+        svc = self.service
+        session = await self.get(caller, upload_id)
+        if session.state is UploadState.ABORTED:
+            return
+        won = await svc.repo.transition_upload(
+            session.id, from_states=[UploadState.OPEN], to_state=UploadState.ABORTED, now=svc.clock()
+        )
+        if not won:
+            current = await self.get(caller, upload_id)
+            if current.state is UploadState.ABORTED:
+                return
+            raise UploadNotOpen(f"upload is {current.state.value}", state=current.state.value)
+        await svc.blobs.stage_abort(session.staging_ref)
+        svc.audit.record(actor=caller.actor, namespace=caller.namespace, action="abort", result="ok")
