@@ -84,8 +84,8 @@ class StreamDigest:
 class HashingWriter:
     """SHA-256 of the whole stream plus XXH3-128 of every ``chunk_size`` slice, fed incrementally.
 
-    ``update`` refuses bytes past ``max_size`` (``TooLarge``) or past ``expected_size`` (``SizeMismatch``) so that
-    an oversized stream is stopped early; ``finish`` checks the final size and digest claims.
+    ``update`` refuses bytes past ``max_size`` (``TooLarge``) or past ``expected_size`` (``SizeMismatch``) so
+    that an oversized stream is stopped early; ``finish`` checks the final size and digest claims.
     """
 
     def __init__(

@@ -18,6 +18,7 @@ from typing import Any
 from blobstore.audit import AuditLog
 from blobstore.config import Settings
 from blobstore.errors import BlobstoreError, InvalidRequest, NotFound, QuotaExceeded
+from blobstore.events import ArtifactChange, ArtifactEvent, ArtifactEvents
 from blobstore.ids import check_id, new_artifact_id
 from blobstore.media import PROBE_BYTES, is_valid_mime, probe, resolve_mime
 from blobstore.metadata.repository import UNSET, MetadataRepository, NewArtifact
@@ -96,6 +97,7 @@ class ArtifactService:
         self.repo = repo
         self.audit = audit or AuditLog()
         self.clock = clock
+        self.events = ArtifactEvents()
         from blobstore.uploads import UploadManager
 
         self.uploads = UploadManager(self)
@@ -275,6 +277,7 @@ class ArtifactService:
         if deleted is None:
             raise NotFound()
         self._audit(caller, "delete", "ok", started, artifact=deleted)
+        await self.events.emit(ArtifactEvent(ArtifactChange.DELETED, deleted.id, deleted.namespace))
         return deleted
 
     async def update_artifact(

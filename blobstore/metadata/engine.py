@@ -1,9 +1,10 @@
 """Async engines for the two supported databases, with the per-connection settings each needs.
 
-SQLite: pysqlite's own transaction handling is switched off and SQLAlchemy emits ``BEGIN`` itself (the pattern
-in SQLAlchemy's SQLite documentation), so every transaction is ``BEGIN IMMEDIATE``: writers take the write lock
-up front and queue on ``busy_timeout`` instead of failing with "database is locked" half-way through. A reader
-that opts in with :data:`READ_ONLY` gets a deferred ``BEGIN``, so reads never wait for a writer (WAL).
+SQLite: pysqlite's own transaction handling is switched off and SQLAlchemy emits ``BEGIN`` itself (the
+pattern in SQLAlchemy's SQLite documentation), so every transaction is ``BEGIN IMMEDIATE``: writers take the
+write lock up front and queue on ``busy_timeout`` instead of failing with "database is locked" half-way
+through. A reader that opts in with :data:`READ_ONLY` gets a deferred ``BEGIN``, so reads never wait for a
+writer (WAL).
 """
 
 from __future__ import annotations

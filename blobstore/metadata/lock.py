@@ -1,10 +1,11 @@
 """The data-directory lock: one server process per SQLite data directory.
 
-SQLite in WAL mode works only between processes on one host, and two servers sharing a data directory would each
-believe they own its cleanup. The running server holds an exclusive ``flock`` on ``<data_dir>/server.lock``;
-a second server fails at once with :class:`AlreadyRunning`. Admin commands (``migrate``, ``cleanup``, ``verify``,
-``token``) do not take the lock and run beside the server. The kernel drops an ``flock`` when its holder dies,
-so a crash never leaves a stale lock behind; the pid in the file is only there to name the holder.
+SQLite in WAL mode works only between processes on one host, and two servers sharing a data directory would
+each believe they own its cleanup. The running server holds an exclusive ``flock`` on
+``<data_dir>/server.lock``; a second server fails at once with :class:`AlreadyRunning`. Admin commands
+(``migrate``, ``cleanup``, ``verify``, ``token``) do not take the lock and run beside the server. The kernel
+drops an ``flock`` when its holder dies, so a crash never leaves a stale lock behind; the pid in the file is
+only there to name the holder.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ class AlreadyRunning(RuntimeError):
         self.data_dir = data_dir
         self.pid = pid
         holder = f"process {pid}" if pid is not None else "another process"
-        super().__init__(f"another blobstore server ({holder}) is already using the data directory {data_dir}")
+        super().__init__(
+            f"another blobstore server ({holder}) is already using the data directory {data_dir}"
+        )
 
 
 class DataDirLock:

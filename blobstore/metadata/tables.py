@@ -1,9 +1,9 @@
-"""SQLAlchemy Core tables; the Alembic migrations in ``blobstore/metadata/migrations/`` create exactly these (checked by
-a test).
+"""SQLAlchemy Core tables; the Alembic migrations in ``blobstore/metadata/migrations/`` create exactly these
+(checked by a test).
 
 Times are timezone-aware UTC. Digests are lower-case hex without the ``sha256:`` prefix. Artifacts reference
-blobs through ``artifacts.blob_id``; there is no reference-count column (a hot row under dedup), so "is this blob
-referenced" is an indexed ``EXISTS`` query.
+blobs through ``artifacts.blob_id``; there is no reference-count column (a hot row under dedup), so "is this
+blob referenced" is an indexed ``EXISTS`` query.
 """
 
 from __future__ import annotations
@@ -23,11 +23,13 @@ metadata = sa.MetaData(
 )
 
 Timestamp = UTCDateTime()
+BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+"""SQLite only auto-increments an ``INTEGER PRIMARY KEY``."""
 
 blobs = sa.Table(
     "blobs",
     metadata,
-    sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True),
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
     sa.Column("sha256", sa.String(64), nullable=False),
     sa.Column("storage_key", sa.String(512), nullable=False, unique=True),
     sa.Column("size", sa.BigInteger(), nullable=False),
@@ -38,7 +40,7 @@ blobs = sa.Table(
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Column("unreferenced_since", Timestamp, nullable=True),
     sa.Column("tombstoned_at", Timestamp, nullable=True),
-    # At most one live generation per content: two replicas committing the same new content concurrently cannot
+    # At most one live generation per content: two replicas committing the same new content at once cannot
     # both insert one; the loser dedups onto the winner's row.
     sa.Index(
         "uq_blobs_sha256_live",
@@ -59,7 +61,7 @@ artifacts = sa.Table(
     sa.Column("mime_type", sa.String(255), nullable=False),
     sa.Column("size", sa.BigInteger(), nullable=False),
     sa.Column("sha256", sa.String(64), nullable=False),
-    sa.Column("blob_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), sa.ForeignKey("blobs.id"), nullable=False),
+    sa.Column("blob_id", BigId, sa.ForeignKey("blobs.id"), nullable=False),
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Column("expires_at", Timestamp, nullable=True),
     sa.Column("pinned", sa.Boolean(), nullable=False, server_default=sa.false()),
@@ -121,7 +123,7 @@ tokens = sa.Table(
 audit_events = sa.Table(
     "audit_events",
     metadata,
-    sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True),
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
     sa.Column("time", Timestamp, nullable=False),
     sa.Column("actor", sa.String(64), nullable=False),
     sa.Column("namespace", sa.String(128), nullable=True),

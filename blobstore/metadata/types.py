@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
@@ -10,9 +11,9 @@ from sqlalchemy.engine import Dialect
 class UTCDateTime(sa.TypeDecorator[datetime]):
     """``TIMESTAMP WITH TIME ZONE`` that only accepts and always returns timezone-aware UTC datetimes.
 
-    SQLite has no time zone type: SQLAlchemy stores the wall-clock fields as fixed-width text and returns naive
-    values. Converting to UTC before storing keeps text comparison equal to time comparison, and the result
-    processor puts the UTC zone back.
+    SQLite has no time zone type: SQLAlchemy stores the wall-clock fields as fixed-width text and returns
+    naive values. Converting to UTC before storing keeps text comparison equal to time comparison, and the
+    result processor puts the UTC zone back.
     """
 
     impl = sa.DateTime(timezone=True)

@@ -34,7 +34,7 @@ def random_suffix() -> str:
 
 
 def generation_key(sha256: str | None) -> str:
-    """A fresh generation key: digest fan-out when ``sha256`` (64 lower-case hex) is known, random otherwise."""
+    """A fresh generation key: digest fan-out when ``sha256`` (lower-case hex) is known, random otherwise."""
     suffix = random_suffix()
     if sha256 is None:
         return f"{BLOB_DIR}/{UNKNOWN_DIGEST_DIR}/{suffix[:2]}/{suffix}"
@@ -44,7 +44,12 @@ def generation_key(sha256: str | None) -> str:
 
 
 def is_generation_key(key: str) -> bool:
-    return _KEY.fullmatch(key) is not None
+    if _KEY.fullmatch(key) is None:
+        return False
+    _, first, second, name = key.split("/")
+    if first == UNKNOWN_DIGEST_DIR:
+        return name[:2] == second
+    return name[:2] == first and name[2:4] == second
 
 
 def validate_key(key: str) -> str:

@@ -8,8 +8,8 @@ Layout under the root (directories 0700, files 0600, set explicitly whatever the
 
 A write goes to an ``O_EXCL`` temp file in ``tmp/`` (same file system), is hashed while written, ``fsync``-ed,
 published with a no-clobber hard link and made durable by ``fsync`` of the directory. A failed ``fsync`` fails
-the write and is never retried: after a failed ``fsync`` the kernel may have dropped the dirty pages and a second
-``fsync`` can report success for data that is gone.
+the write and is never retried: after a failed ``fsync`` the kernel may have dropped the dirty pages, and a
+second ``fsync`` can report success for data that is gone.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ from blobstore.storage.keys import (
     validate_staging_ref,
 )
 from blobstore.storage.staging import check_commit_chunks
+from blobstore.storage.streams import batched
 
 T = TypeVar("T")
 
@@ -69,7 +70,6 @@ TEMP_DIR = "tmp"
 STAGING_DIR = "staging"
 TEMP_SUFFIX = ".part"
 _COPY_PIECE = 1024 * 1024
-_WRITE_BATCH = 1024 * 1024
 _PUBLISH_ATTEMPTS = 3
 
 
@@ -186,7 +186,7 @@ class LocalBlobStore:
         with anyio.CancelScope(shield=True):
             await self._run(temp.discard)
 
-    # -- writes -------------------------------------------------------------------------------------------------
+    # -- writes ---------------------------------------------------------------------------------------------
 
     async def put(
         self,
@@ -212,18 +212,7 @@ class LocalBlobStore:
     async def _stream_into(
         self, temp: _TempFile, data: AsyncIterable[bytes], writer: HashingWriter | ChunkHasher
     ) -> None:
-        # Pieces are batched so that small network reads do not each cost a thread hop, and the size limit is
-        # enforced per piece so that an oversized stream stops before the batch is written.
-        batch = bytearray()
-        received = 0
-        async for piece in data:
-            received += len(piece)
-            writer.check_size(received)
-            batch += piece
-            if len(batch) >= _WRITE_BATCH:
-                await self._run(self._write_hashed, temp, batch, writer)
-                batch = bytearray()
-        if batch:
+        async for batch in batched(data, writer.check_size):
             await self._run(self._write_hashed, temp, batch, writer)
 
     @staticmethod
@@ -258,7 +247,7 @@ class LocalBlobStore:
             raise
         return True
 
-    # -- reads --------------------------------------------------------------------------------------------------
+    # -- reads ----------------------------------------------------------------------------------------------
 
     def read(self, blob: BlobInfo, offset: int = 0, length: int | None = None) -> AsyncIterator[bytes]:
         path = self.local_path(blob)
@@ -352,7 +341,7 @@ class LocalBlobStore:
                 removed += 1
         return removed
 
-    # -- staging ------------------------------------------------------------------------------------------------
+    # -- staging --------------------------------------------------------------------------------------------
 
     def _area(self, staging_ref: str) -> Path:
         return self._staging / validate_staging_ref(staging_ref)
@@ -489,4 +478,3 @@ class LocalBlobStore:
             return os.stat(path, follow_symlinks=False)
         except FileNotFoundError:
             return None
-__all__ = ["DIR_MODE", "FILE_MODE", "LocalBlobStore", "errno", "xxh3_hex"]

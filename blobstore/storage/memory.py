@@ -117,7 +117,7 @@ class MemoryBlobStore:
             raise NotFound()
         stored.data[offset] ^= 0xFF
 
-    # -- staging ------------------------------------------------------------------------------------------------
+    # -- staging --------------------------------------------------------------------------------------------
 
     async def stage_begin(self, upload_id: str, *, chunk_size: int) -> str:
         ref = validate_staging_ref(upload_id)

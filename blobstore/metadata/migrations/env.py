@@ -1,7 +1,7 @@
 """Alembic environment: runs the revisions in ``versions/`` on SQLite or PostgreSQL through the async engine.
 
-The database URL comes from :func:`blobstore.metadata.migrate.upgrade` (``config.attributes["database_url"]``),
-else from ``sqlalchemy.url`` in an ``alembic.ini``, else from ``BLOBSTORE_DATABASE_URL``.
+The database URL comes from :func:`blobstore.metadata.migrate.upgrade` (``config.attributes``), else from
+``sqlalchemy.url`` in an ``alembic.ini``, else from ``BLOBSTORE_DATABASE_URL``.
 """
 
 from __future__ import annotations

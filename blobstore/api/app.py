@@ -1,0 +1,79 @@
+"""The app factory: ``create_app(settings)`` builds the FastAPI app; its lifespan opens the service.
+
+Nothing is built at import time. Extensions (the MCP streamable-HTTP app) are mounted at their path and their
+lifespans entered with the running service, since Starlette does not run the lifespans of mounted apps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
+
+from fastapi import FastAPI
+from starlette.routing import Route
+from starlette.types import ASGIApp
+
+from blobstore import __version__
+from blobstore.api.deps import STATE_KEY, AppState
+from blobstore.api.errors import install_error_handlers
+from blobstore.api.routes import artifacts, health, uploads
+from blobstore.config import Settings
+from blobstore.service import ArtifactService
+
+
+class AppExtension(Protocol):
+    @property
+    def path(self) -> str:
+        """Where to mount :attr:`app`, e.g. ``/mcp``."""
+        ...
+
+    @property
+    def app(self) -> ASGIApp: ...
+
+    def lifespan(self, service: ArtifactService) -> AbstractAsyncContextManager[None]: ...
+
+
+def create_app(
+    settings: Settings,
+    *,
+    service: ArtifactService | None = None,
+    extensions: Sequence[AppExtension] = (),
+) -> FastAPI:
+    """The HTTP API. Given a ``service`` (tests), the lifespan uses it and leaves closing it to the caller."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            running = service
+            if running is None:
+                from blobstore.runtime import open_service
+
+                running = await stack.enter_async_context(open_service(settings, server=True))
+            for extension in extensions:
+                await stack.enter_async_context(extension.lifespan(running))
+            setattr(app.state, STATE_KEY, AppState(settings=settings, service=running))
+            try:
+                yield
+            finally:
+                delattr(app.state, STATE_KEY)
+
+    app = FastAPI(
+        title="mcp-blobstore",
+        version=__version__,
+        summary="Chunked binary transfer and content-addressed resource store for MCP",
+        lifespan=lifespan,
+        openapi_url="/openapi.json",
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(uploads.router)
+    app.include_router(artifacts.router)
+    for extension in extensions:
+        # The exact path as a route too: a bare Mount answers POST /mcp with a 307 to /mcp/.
+        app.router.routes.append(Route(extension.path, endpoint=extension.app))
+        app.mount(extension.path, extension.app)
+    return app

@@ -1,0 +1,182 @@
+"""Building download responses from a :class:`~blobstore.api.conditional.DownloadPlan`.
+
+Partial and windowed reads stream through ``ArtifactService.stream``, so every storage chunk they touch is
+checked against its XXH3-128 before its bytes go out. A full 200 of a blob on local disk is handed to
+Starlette's ``FileResponse``, which uses the ASGI ``http.response.pathsend`` extension (the server sends the
+file itself, zero-copy) when the server offers it; the strong ETag lets a client verify the whole body by its
+SHA-256.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+from starlette.responses import FileResponse, Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from blobstore.api.conditional import DownloadPlan, Outcome, Representation
+from blobstore.api.headers import content_disposition, http_date
+from blobstore.errors import Corruption, NotFound
+from blobstore.models import Artifact
+from blobstore.ranges import ByteRange, Window, strong_etag
+from blobstore.service import ArtifactService
+from blobstore.storage.base import BlobInfo
+
+CACHE_CONTROL = "private, max-age=31536000, immutable"
+
+
+def representation(artifact: Artifact) -> Representation:
+    return Representation(
+        size=artifact.size,
+        etag=strong_etag(artifact.sha256),
+        last_modified=artifact.created_at,
+        last_modified_http=http_date(artifact.created_at),
+    )
+
+
+def validator_headers(artifact: Artifact) -> dict[str, str]:
+    rep = representation(artifact)
+    return {
+        "etag": rep.etag,
+        "last-modified": rep.last_modified_http,
+        "cache-control": CACHE_CONTROL,
+    }
+
+
+def content_headers(artifact: Artifact) -> dict[str, str]:
+    return {
+        **validator_headers(artifact),
+        "accept-ranges": "bytes",
+        "content-disposition": content_disposition(artifact.name),
+        # User content served from the API origin: never let a browser sniff or run it.
+        "x-content-type-options": "nosniff",
+        "content-security-policy": "sandbox",
+    }
+
+
+async def _primed(source: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """Pull the first piece before the response starts: a missing or corrupt first chunk is a clean error."""
+    first = await anext(source, None)
+
+    async def rest() -> AsyncIterator[bytes]:
+        if first is None:
+            return
+        yield first
+        async for piece in source:
+            yield piece
+
+    return rest()
+
+
+class _WholeFileResponse(FileResponse):
+    """``FileResponse`` for a plain 200: the range decision is made, so Starlette must not redo it."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kept = [(k, v) for k, v in scope["headers"] if k not in (b"range", b"if-range")]
+        await super().__call__({**scope, "headers": kept}, receive, send)
+
+
+async def _file_response(path: Path, headers: dict[str, str], size: int) -> Response:
+    try:
+        stat_result = await anyio.to_thread.run_sync(os.stat, path)
+    except FileNotFoundError:
+        raise NotFound() from None
+    if stat_result.st_size != size:
+        raise Corruption("stored object has the wrong size")
+    return _WholeFileResponse(path, headers=headers, stat_result=stat_result)
+
+
+def _multipart_layout(
+    ranges: list[ByteRange], size: int, mime_type: str, boundary: str
+) -> tuple[list[bytes], bytes, int]:
+    heads = [
+        (
+            f"--{boundary}\r\nContent-Type: {mime_type}\r\nContent-Range: {item.content_range(size)}\r\n\r\n"
+        ).encode("latin-1")
+        for item in ranges
+    ]
+    tail = f"--{boundary}--\r\n".encode("latin-1")
+    length = sum(len(head) + item.length + 2 for head, item in zip(heads, ranges, strict=True)) + len(tail)
+    return heads, tail, length
+
+
+async def _multipart_body(
+    service: ArtifactService, blob: BlobInfo, ranges: list[ByteRange], heads: list[bytes], tail: bytes
+) -> AsyncIterator[bytes]:
+    first = await _primed(service.stream(blob, ranges[0].start, ranges[0].end))
+
+    async def body() -> AsyncIterator[bytes]:
+        for position, (head, item) in enumerate(zip(heads, ranges, strict=True)):
+            yield head
+            source = first if position == 0 else service.stream(blob, item.start, item.end)
+            async for piece in source:
+                yield piece
+            yield b"\r\n"
+        yield tail
+
+    return body()
+
+
+def window_headers(artifact_id: str, win: Window) -> dict[str, str]:
+    headers = {
+        "x-blobstore-offset": str(win.offset),
+        "x-blobstore-length": str(win.length),
+        "x-blobstore-size": str(win.size),
+        "x-blobstore-eof": "true" if win.eof else "false",
+    }
+    if not win.eof:
+        headers["x-blobstore-next-offset"] = str(win.end)
+        headers["link"] = (
+            f'</v1/artifacts/{artifact_id}/content?offset={win.end}&length={win.length}>; rel="next"'
+        )
+    return headers
+
+
+async def build_download(
+    service: ArtifactService, artifact: Artifact, blob: BlobInfo, plan: DownloadPlan, *, head: bool
+) -> Response:
+    headers = content_headers(artifact)
+    size = artifact.size
+    if plan.outcome is Outcome.NOT_MODIFIED:
+        return Response(status_code=304, headers=validator_headers(artifact))
+
+    if plan.outcome is Outcome.MULTIPART:
+        boundary = secrets.token_hex(16)
+        heads, tail, length = _multipart_layout(plan.ranges, size, artifact.mime_type, boundary)
+        headers["content-type"] = f"multipart/byteranges; boundary={boundary}"
+        headers["content-length"] = str(length)
+        if head:
+            return Response(status_code=206, headers=headers)
+        return StreamingResponse(
+            await _multipart_body(service, blob, plan.ranges, heads, tail), status_code=206, headers=headers
+        )
+
+    headers["content-type"] = artifact.mime_type
+    if plan.outcome is Outcome.FULL:
+        start, end, status = 0, size, 200
+    elif plan.outcome is Outcome.PARTIAL:
+        start, end, status = plan.ranges[0].start, plan.ranges[0].end, 206
+    else:
+        assert plan.window is not None
+        win = plan.window
+        headers.update(window_headers(artifact.id, win))
+        # An empty window (offset == size) has no Content-Range form: it is a 200 with an empty body.
+        start, end, status = win.offset, win.end, 206 if win.length else 200
+    if status == 206:
+        headers["content-range"] = ByteRange(start, end).content_range(size)
+    headers["content-length"] = str(end - start)
+    if head:
+        return Response(status_code=status, headers=headers)
+    if plan.outcome is Outcome.FULL:
+        path = service.local_path(blob)
+        if path is not None:
+            return await _file_response(path, headers, size)
+    if start == end:
+        return Response(status_code=status, headers=headers)
+    return StreamingResponse(
+        await _primed(service.stream(blob, start, end)), status_code=status, headers=headers
+    )

@@ -1,0 +1,218 @@
+"""Artifacts: single-request upload, list, get, update, delete, and content downloads with ranges."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+
+from blobstore.api.body import declared_length, json_body_openapi, read_json
+from blobstore.api.conditional import plan_download
+from blobstore.api.deps import BaseUrlDep, CallerDep, ServiceDep, SettingsDep
+from blobstore.api.downloads import build_download, representation
+from blobstore.api.headers import CONTENT_DIGEST, parse_content_digest
+from blobstore.api.multipart import StreamingForm, boundary_of
+from blobstore.api.schemas import ArtifactOut, ArtifactPage, UpdateArtifactRequest, artifact_out
+from blobstore.digests import normalize_sha256
+from blobstore.errors import InvalidRequest
+from blobstore.metadata.repository import UNSET
+
+router = APIRouter(prefix="/v1/artifacts", tags=["artifacts"])
+
+_GENERIC_TYPES = frozenset({"", "application/octet-stream", "application/x-www-form-urlencoded"})
+
+_UPLOAD_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "name": {"type": "string"},
+                        "mime_type": {"type": "string"},
+                        "ttl_seconds": {"type": "integer", "minimum": 1},
+                        "file": {"type": "string", "format": "binary"},
+                    },
+                }
+            },
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+        },
+    }
+}
+
+
+def _declared_type(content_type: str | None) -> str | None:
+    """A media type worth keeping as a claim; generic ones leave the type to sniffing and the name."""
+    if content_type is None:
+        return None
+    base = content_type.split(";", 1)[0].strip().lower()
+    return None if base in _GENERIC_TYPES else base
+
+
+def _parse_ttl(text: str | None) -> int | None:
+    if text is None or text == "":
+        return None
+    if not text.isdigit():
+        raise InvalidRequest("ttl_seconds must be a positive integer")
+    return int(text)
+
+
+def _claimed_sha256(query_value: str | None, digest_header: str | None) -> str | None:
+    from_query = normalize_sha256(query_value) if query_value is not None else None
+    from_header = parse_content_digest(digest_header) if digest_header is not None else None
+    if from_query and from_header and from_query != from_header:
+        raise InvalidRequest("the sha256 parameter and Content-Digest disagree")
+    return from_query or from_header
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=ArtifactOut,
+    openapi_extra=_UPLOAD_BODY,
+    summary="Upload a whole artifact in one request (multipart/form-data or a raw body)",
+)
+async def upload_artifact(
+    request: Request,
+    response: Response,
+    service: ServiceDep,
+    caller: CallerDep,
+    base: BaseUrlDep,
+    name: Annotated[str | None, Query(description="Name (raw body: required)")] = None,
+    mime_type: Annotated[str | None, Query()] = None,
+    ttl_seconds: Annotated[int | None, Query(gt=0)] = None,
+    sha256: Annotated[str | None, Query(description="Expected SHA-256 (hex)")] = None,
+) -> ArtifactOut:
+    content_type = request.headers.get("content-type", "")
+    expected_sha256 = _claimed_sha256(sha256, request.headers.get(CONTENT_DIGEST))
+    if content_type.lower().startswith("multipart/"):
+        form = StreamingForm(request.stream(), boundary_of(content_type))
+        part = await form.until_file()
+        fields = form.fields
+        chosen_name = fields.get("name") or name or part.filename
+        if not chosen_name:
+            raise InvalidRequest("a name is required: a 'name' field or the file part's filename")
+        field_ttl = _parse_ttl(fields.get("ttl_seconds"))
+        artifact = await service.create_artifact(
+            caller,
+            form.file_data(),
+            name=chosen_name,
+            mime_type=fields.get("mime_type") or mime_type or _declared_type(part.content_type),
+            ttl_seconds=field_ttl if field_ttl is not None else ttl_seconds,
+            expected_sha256=expected_sha256,
+        )
+    else:
+        if not name:
+            raise InvalidRequest("the name query parameter is required for a raw-body upload")
+        artifact = await service.create_artifact(
+            caller,
+            request.stream(),
+            name=name,
+            mime_type=mime_type or _declared_type(content_type),
+            ttl_seconds=ttl_seconds,
+            expected_size=declared_length(request),
+            expected_sha256=expected_sha256,
+        )
+    response.headers["location"] = f"/v1/artifacts/{artifact.id}"
+    return artifact_out(artifact, base)
+
+
+@router.get("", response_model=ArtifactPage, summary="List artifacts, newest first (keyset cursor)")
+async def list_artifacts(
+    service: ServiceDep,
+    caller: CallerDep,
+    base: BaseUrlDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+) -> ArtifactPage:
+    page = await service.list_artifacts(caller, limit=limit, cursor=cursor)
+    return ArtifactPage(items=[artifact_out(item, base) for item in page.items], next_cursor=page.next_cursor)
+
+
+@router.get("/{artifact_id}", response_model=ArtifactOut, summary="Artifact metadata and its resource_link")
+async def get_artifact(
+    artifact_id: str, service: ServiceDep, caller: CallerDep, base: BaseUrlDep
+) -> ArtifactOut:
+    return artifact_out(await service.get_artifact(caller, artifact_id), base)
+
+
+@router.patch(
+    "/{artifact_id}",
+    response_model=ArtifactOut,
+    openapi_extra=json_body_openapi(UpdateArtifactRequest),
+    summary="Change the TTL or pin",
+)
+async def update_artifact(
+    request: Request,
+    artifact_id: str,
+    service: ServiceDep,
+    settings: SettingsDep,
+    caller: CallerDep,
+    base: BaseUrlDep,
+) -> ArtifactOut:
+    body = await read_json(request, UpdateArtifactRequest, settings.max_json_body)
+    given = body.model_fields_set
+    pinned: bool = UNSET
+    if "pinned" in given:
+        if body.pinned is None:
+            raise InvalidRequest("pinned must be true or false")
+        pinned = body.pinned
+    artifact = await service.update_artifact(
+        caller,
+        artifact_id,
+        ttl_seconds=body.ttl_seconds if "ttl_seconds" in given else UNSET,
+        pinned=pinned,
+    )
+    return artifact_out(artifact, base)
+
+
+@router.delete("/{artifact_id}", status_code=204, summary="Delete an artifact")
+async def delete_artifact(artifact_id: str, service: ServiceDep, caller: CallerDep) -> Response:
+    await service.delete_artifact(caller, artifact_id)
+    return Response(status_code=204)
+
+
+_DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The whole artifact", "content": {"application/octet-stream": {}}},
+    206: {"description": "Partial content (one range, a window, or multipart/byteranges)"},
+    304: {"description": "Not modified (If-None-Match / If-Modified-Since)"},
+    416: {"description": "Range not satisfiable, or too many ranges"},
+}
+
+
+@router.get(
+    "/{artifact_id}/content",
+    summary="Download the bytes: full, Range (single or multiple), or an offset/length window",
+    responses=_DOWNLOAD_RESPONSES,
+    response_class=Response,
+    operation_id="download_content",
+)
+@router.head(
+    "/{artifact_id}/content",
+    summary="Headers of the same download without the body",
+    responses=_DOWNLOAD_RESPONSES,
+    response_class=Response,
+    operation_id="head_content",
+)
+async def download_content(
+    request: Request,
+    artifact_id: str,
+    service: ServiceDep,
+    settings: SettingsDep,
+    caller: CallerDep,
+    offset: Annotated[str | None, Query(description="Window start (MCP window semantics)")] = None,
+    length: Annotated[str | None, Query(description="Window length, clamped to the window maximum")] = None,
+) -> Response:
+    artifact, blob = await service.open_artifact(caller, artifact_id)
+    query = {key: value for key, value in (("offset", offset), ("length", length)) if value is not None}
+    plan = plan_download(
+        request.method,
+        request.headers,
+        query,
+        representation(artifact),
+        max_ranges=settings.max_ranges,
+        max_window=settings.mcp_window_max,
+    )
+    return await build_download(service, artifact, blob, plan, head=request.method == "HEAD")

@@ -1,0 +1,192 @@
+"""Request and response bodies of the HTTP API, and the builders from service values to them.
+
+The JSON shapes are a public contract (``docs/http-api.md``); the client and the transfer CLI depend on them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from blobstore.config import Settings
+from blobstore.models import Artifact, UploadSession, UploadStatus
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CreateUploadRequest(_Request):
+    name: str
+    mime_type: str | None = None
+    size: int | None = Field(default=None, ge=0)
+    sha256: str | None = None
+    chunk_size: int | None = Field(default=None, gt=0)
+    ttl_seconds: int | None = Field(default=None, gt=0)
+    metadata: dict[str, Any] | None = None
+
+
+class CompleteUploadRequest(_Request):
+    sha256: str | None = None
+
+
+class UpdateArtifactRequest(_Request):
+    """Only the members present change: ``ttl_seconds`` (``null`` = never expire) and ``pinned``."""
+
+    ttl_seconds: int | None = Field(default=None, gt=0)
+    pinned: bool | None = None
+
+
+class ArtifactOut(BaseModel):
+    id: str
+    uri: str
+    name: str
+    mime_type: str
+    size: int
+    sha256: str
+    created_at: datetime
+    expires_at: datetime | None
+    pinned: bool
+    metadata: dict[str, Any]
+    media: dict[str, Any]
+    content_url: str
+    resource_link: dict[str, Any]
+
+
+class ArtifactPage(BaseModel):
+    items: list[ArtifactOut]
+    next_cursor: str | None
+
+
+class UploadLimits(BaseModel):
+    min_chunk_size: int
+    max_chunk_size: int
+    max_chunks: int
+    max_artifact_size: int
+
+
+class UploadOut(BaseModel):
+    upload_id: str
+    state: str
+    name: str
+    mime_type: str | None
+    size: int | None
+    sha256: str | None
+    chunk_size: int
+    chunk_count: int | None
+    """Number of chunks the declared size needs; None when no size was declared."""
+    created_at: datetime
+    expires_at: datetime
+    limits: UploadLimits
+
+
+class UploadStatusOut(UploadOut):
+    chunks_received: list[int]
+    bytes_received: int
+    missing: list[int] | None
+    """Chunk indexes still missing; None when no size was declared and no end is known yet."""
+    artifact_id: str | None
+
+
+class ChunkOut(BaseModel):
+    upload_id: str
+    index: int
+    size: int
+    sha256: str
+    xxh3: str
+
+
+def _human_size(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def describe(artifact: Artifact) -> str:
+    parts = [artifact.mime_type]
+    media = artifact.media
+    if "width" in media and "height" in media:
+        parts.append(f"{media['width']}x{media['height']} px")
+    if "duration_seconds" in media:
+        parts.append(f"{media['duration_seconds']:.1f} s")
+    parts.append(_human_size(artifact.size))
+    return ", ".join(parts)
+
+
+def resource_link(artifact: Artifact) -> dict[str, Any]:
+    """An MCP ``resource_link`` content block for the artifact, ready to put in a tool result."""
+    return {
+        "type": "resource_link",
+        "uri": artifact.uri,
+        "name": artifact.name,
+        "title": artifact.name,
+        "mimeType": artifact.mime_type,
+        "size": artifact.size,
+        "description": describe(artifact),
+        "annotations": {"lastModified": artifact.created_at.isoformat()},
+    }
+
+
+def artifact_out(artifact: Artifact, base_url: str) -> ArtifactOut:
+    return ArtifactOut(
+        id=artifact.id,
+        uri=artifact.uri,
+        name=artifact.name,
+        mime_type=artifact.mime_type,
+        size=artifact.size,
+        sha256=artifact.sha256,
+        created_at=artifact.created_at,
+        expires_at=artifact.expires_at,
+        pinned=artifact.pinned,
+        metadata=artifact.metadata,
+        media=artifact.media,
+        content_url=f"{base_url}/v1/artifacts/{artifact.id}/content",
+        resource_link=resource_link(artifact),
+    )
+
+
+def upload_limits(settings: Settings) -> UploadLimits:
+    return UploadLimits(
+        min_chunk_size=settings.min_chunk_size,
+        max_chunk_size=settings.max_chunk_size,
+        max_chunks=settings.max_chunks_per_upload,
+        max_artifact_size=settings.max_artifact_size,
+    )
+
+
+def _chunk_count(session: UploadSession) -> int | None:
+    if session.declared_size is None:
+        return None
+    return -(-session.declared_size // session.chunk_size)
+
+
+def upload_out(session: UploadSession, settings: Settings) -> UploadOut:
+    return UploadOut(
+        upload_id=session.id,
+        state=session.state.value,
+        name=session.name,
+        mime_type=session.mime_type,
+        size=session.declared_size,
+        sha256=session.declared_sha256,
+        chunk_size=session.chunk_size,
+        chunk_count=_chunk_count(session),
+        created_at=session.created_at,
+        expires_at=session.expires_at,
+        limits=upload_limits(settings),
+    )
+
+
+def upload_status_out(status: UploadStatus, settings: Settings) -> UploadStatusOut:
+    base = upload_out(status.session, settings)
+    return UploadStatusOut(
+        **base.model_dump(),
+        chunks_received=sorted(chunk.index for chunk in status.chunks),
+        bytes_received=status.received_bytes,
+        missing=status.missing,
+        artifact_id=status.session.artifact_id,
+    )

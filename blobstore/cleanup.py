@@ -1,0 +1,425 @@
+"""TTL expiry and safe garbage collection.
+
+Four steps, each idempotent and restartable after a crash at any point, each safe to run on several replicas
+at once:
+
+``expire``
+    Delete the rows of artifacts whose ``expires_at`` has passed (pinned ones never expire), in batches that
+    replicas take with ``SKIP LOCKED``. Reads already answer "not found" from the moment of expiry; this only
+    makes the rows go away and tells listeners (MCP subscribers) about it.
+``uploads``
+    Upload sessions past their lease: move them to ``expired``, free their staging, drop the row; drop the
+    rows of finished sessions past their lease; free staging areas no session knows (older than the grace
+    period).
+``blobs``
+    Two-phase sweep of blobs no artifact references: mark when first seen unreferenced, tombstone once they
+    stayed unreferenced for the grace period (row locks make a concurrent dedup commit and the tombstone
+    exclusive: the commit either keeps the blob live or stores its own new generation), delete the generation,
+    then drop the row. A crash after the tombstone leaves a tombstoned row that the next run finishes.
+``orphans``
+    Storage objects no blob row names (a crash between publishing a generation and committing its row), older
+    than the grace period: listed in pass one, re-checked against the metadata right before deleting in pass
+    two. Also half-written temporary files and stale multipart uploads of interrupted writes.
+
+The grace period is what keeps reads and writes in flight safe: a blob is deleted only after it stayed
+unreferenced that long, and an object without a row only when it is older than that, so a download stream or a
+presigned URL handed out before a delete, or a write between publishing and committing, finishes first.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
+
+import anyio
+
+from blobstore.errors import BlobstoreError, InvalidRequest
+from blobstore.events import ArtifactChange, ArtifactEvent
+from blobstore.models import UploadSession, UploadState
+from blobstore.storage.base import StoredObject
+
+if TYPE_CHECKING:
+    from blobstore.service import ArtifactService
+
+logger = logging.getLogger("blobstore.cleanup")
+
+Step = Literal["expire", "uploads", "blobs", "orphans"]
+STEPS: tuple[Step, ...] = get_args(Step)
+
+DEFAULT_BATCH_SIZE = 500
+CLEANUP_ACTOR = "cleanup"
+
+MARK_LOCK = "cleanup:mark-unreferenced"
+STAGING_LOCK = "cleanup:staging-leftovers"
+ORPHAN_LOCK = "cleanup:orphans"
+
+
+class CleanupProgress(Protocol):
+    """Receives progress of a run, for a progress bar on large runs."""
+
+    def step_started(self, step: Step, total: int | None) -> None: ...
+
+    def advanced(self, step: Step, count: int) -> None: ...
+
+    def step_finished(self, step: Step) -> None: ...
+
+
+@dataclass(slots=True)
+class StepResult:
+    """What one step freed (or, in a dry run, would free)."""
+
+    step: Step
+    items: int = 0
+    bytes: int = 0
+    details: dict[str, int] = field(default_factory=dict)
+    skipped: str | None = None
+
+    def add(self, name: str, count: int = 1) -> None:
+        self.details[name] = self.details.get(name, 0) + count
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "items": self.items,
+            "bytes": self.bytes,
+            "details": dict(self.details),
+            "skipped": self.skipped,
+        }
+
+
+@dataclass(slots=True)
+class CleanupReport:
+    dry_run: bool
+    grace_seconds: int
+    started_at: datetime
+    steps: list[StepResult] = field(default_factory=list)
+
+    @property
+    def items(self) -> int:
+        return sum(step.items for step in self.steps)
+
+    @property
+    def bytes(self) -> int:
+        return sum(step.bytes for step in self.steps)
+
+    def step(self, name: Step) -> StepResult:
+        for result in self.steps:
+            if result.step == name:
+                return result
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "grace_seconds": self.grace_seconds,
+            "started_at": self.started_at.isoformat(),
+            "items": self.items,
+            "bytes": self.bytes,
+            "steps": [step.to_dict() for step in self.steps],
+        }
+
+
+def parse_steps(names: Iterable[str] | None) -> tuple[Step, ...]:
+    if not names:
+        return STEPS
+    chosen = set(names)
+    unknown = chosen.difference(STEPS)
+    if unknown:
+        raise InvalidRequest(f"unknown cleanup step {sorted(unknown)[0]!r}; choose from {', '.join(STEPS)}")
+    return tuple(step for step in STEPS if step in chosen)
+
+
+class Cleanup:
+    """One cleanup run over a service's storage and metadata."""
+
+    def __init__(
+        self,
+        service: ArtifactService,
+        *,
+        grace_seconds: int | None = None,
+        dry_run: bool = False,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        progress: CleanupProgress | None = None,
+    ) -> None:
+        grace = service.settings.gc_grace_seconds if grace_seconds is None else grace_seconds
+        if grace < 0:
+            raise InvalidRequest("grace must be >= 0 seconds")
+        if batch_size <= 0:
+            raise InvalidRequest("batch size must be positive")
+        self.service = service
+        self.repo = service.repo
+        self.blobs = service.blobs
+        self.grace = timedelta(seconds=grace)
+        self.dry_run = dry_run
+        self.batch_size = batch_size
+        self.progress = progress
+
+    async def run(self, steps: Sequence[Step] = STEPS) -> CleanupReport:
+        report = CleanupReport(self.dry_run, int(self.grace.total_seconds()), self.service.clock())
+        runners = {
+            "expire": self.expire,
+            "uploads": self.purge_uploads,
+            "blobs": self.sweep_blobs,
+            "orphans": self.sweep_orphans,
+        }
+        for step in STEPS:
+            if step in steps:
+                result = await runners[step]()
+                if self.progress is not None:
+                    self.progress.step_finished(step)
+                logger.info(
+                    "cleanup %s%s: %d items, %d bytes %s",
+                    step,
+                    " (dry run)" if self.dry_run else "",
+                    result.items,
+                    result.bytes,
+                    result.details,
+                )
+                report.steps.append(result)
+        return report
+
+    def _started(self, step: Step, total: int | None) -> None:
+        if self.progress is not None:
+            self.progress.step_started(step, total)
+
+    def _advance(self, step: Step, count: int = 1) -> None:
+        if self.progress is not None and count:
+            self.progress.advanced(step, count)
+
+    # -- expire ----------------------------------------------------------------------------------------------
+
+    async def expire(self) -> StepResult:
+        result = StepResult("expire")
+        now = self.service.clock()
+        due = await self.repo.cleanup_due(now=now, older_than=now - self.grace)
+        self._started("expire", due["expired_artifacts"])
+        if self.dry_run:
+            result.items = due["expired_artifacts"]
+            result.bytes = due["expired_artifact_bytes"]
+            return result
+        while True:
+            batch = await self.repo.expire_artifacts(now=now, limit=self.batch_size)
+            for artifact in batch:
+                result.items += 1
+                result.bytes += artifact.size
+                self.service.audit.record(
+                    actor=CLEANUP_ACTOR,
+                    namespace=artifact.namespace,
+                    action="expire",
+                    result="ok",
+                    artifact_id=artifact.id,
+                    size=artifact.size,
+                    mime_type=artifact.mime_type,
+                )
+                await self.service.events.emit(
+                    ArtifactEvent(ArtifactChange.EXPIRED, artifact.id, artifact.namespace)
+                )
+            self._advance("expire", len(batch))
+            if len(batch) < self.batch_size:
+                return result
+
+    # -- uploads ---------------------------------------------------------------------------------------------
+
+    async def purge_uploads(self) -> StepResult:
+        result = StepResult("uploads")
+        now = self.service.clock()
+        due = await self.repo.cleanup_due(now=now, older_than=now - self.grace)
+        self._started("uploads", due["expired_uploads"])
+        if self.dry_run:
+            result.items = due["expired_uploads"]
+            await self._staging_leftovers(now, result)
+            return result
+        await self._expire_open_uploads(now, result)
+        await self._drop_finished_uploads(now, result)
+        await self._staging_leftovers(now, result)
+        return result
+
+    async def _expire_open_uploads(self, now: datetime, result: StepResult) -> None:
+        seen: set[str] = set()
+        while True:
+            batch = await self.repo.list_expired_uploads(now=now, limit=self.batch_size)
+            fresh = [session for session in batch if session.id not in seen]
+            seen.update(session.id for session in fresh)
+            for session in fresh:
+                await self._expire_upload(session, now, result)
+            if len(batch) < self.batch_size or not fresh:
+                return
+
+    async def _expire_upload(self, session: UploadSession, now: datetime, result: StepResult) -> None:
+        if session.state is UploadState.COMPLETING and session.expires_at > now - self.grace:
+            # A join may still be reading the staged chunks: give it the grace period before pulling them.
+            result.add("completing_deferred")
+            return
+        # Compare-and-set first: a completion that won the race keeps its staging, and a crash after this
+        # point leaves an ``expired`` row that the finished-uploads pass below completes.
+        won = await self.repo.transition_upload(
+            session.id, from_states=[session.state], to_state=UploadState.EXPIRED, now=now
+        )
+        if not won:
+            return
+        staged = sum(chunk.size for chunk in await self.repo.list_chunks(session.id))
+        await self.blobs.stage_abort(session.staging_ref)
+        await self.repo.delete_upload(session.id)
+        result.items += 1
+        result.bytes += staged
+        self._advance("uploads")
+        self.service.audit.record(
+            actor=CLEANUP_ACTOR, namespace=session.namespace, action="upload_expire", result="ok", size=staged
+        )
+
+    async def _drop_finished_uploads(self, now: datetime, result: StepResult) -> None:
+        while True:
+            batch = await self.repo.list_finished_uploads(before=now, limit=self.batch_size)
+            for session in batch:
+                # Completion and abort free staging themselves; a crash may have cut that short, and freeing
+                # twice is harmless.
+                await self.blobs.stage_abort(session.staging_ref)
+                if await self.repo.delete_upload(session.id):
+                    result.add("finished_rows")
+            if len(batch) < self.batch_size:
+                return
+
+    async def _staging_leftovers(self, now: datetime, result: StepResult) -> None:
+        async with self.repo.try_advisory_lock(STAGING_LOCK) as mine:
+            if not mine:
+                result.add("staging_sweep_skipped")
+                return
+            # Staging is created just before its session row is inserted; the age cut keeps that window safe.
+            cutoff = now - self.grace
+            old = [entry.staging_ref async for entry in self.blobs.iter_staging() if entry.modified < cutoff]
+            unknown = _unknown(old, await self.repo.known_staging_refs(old))
+            # Pass two: re-check right before freeing; a session committed during the listing keeps its area.
+            unknown = _unknown(unknown, await self.repo.known_staging_refs(unknown))
+            for ref in unknown:
+                if not self.dry_run:
+                    await self.blobs.stage_abort(ref)
+                result.add("staging_leftovers")
+
+    # -- blobs -----------------------------------------------------------------------------------------------
+
+    async def sweep_blobs(self) -> StepResult:
+        result = StepResult("blobs")
+        now = self.service.clock()
+        older_than = now - self.grace
+        due = await self.repo.cleanup_due(now=now, older_than=older_than)
+        self._started("blobs", due["blobs_due"])
+        if self.dry_run:
+            result.items = due["blobs_due"]
+            result.bytes = due["blob_bytes_due"]
+            result.details["unreferenced_in_grace"] = due["unreferenced_blobs"] - (
+                due["blobs_due"] - due["tombstoned_blobs"]
+            )
+            return result
+        async with self.repo.try_advisory_lock(MARK_LOCK) as mine:
+            # One marker at a time: two bulk UPDATEs over the same rows in different orders could deadlock.
+            if mine:
+                result.add("marked_unreferenced", await self.repo.mark_unreferenced_blobs(now=now))
+        while True:
+            claimed = await self.repo.claim_unreferenced_blobs(
+                older_than=older_than, now=now, limit=self.batch_size
+            )
+            result.add("tombstoned", len(claimed))
+            if len(claimed) < self.batch_size:
+                break
+        # Finish every tombstone, this run's and any a crashed or concurrent run left: the row names a
+        # generation nothing can reference any more, so deleting it twice is harmless.
+        while True:
+            batch = await self.repo.list_tombstoned_blobs(limit=self.batch_size)
+            for record in batch:
+                await self.blobs.delete(record.info.key)
+                if await self.repo.drop_blob(record.id):
+                    result.items += 1
+                    result.bytes += record.info.size
+                    self._advance("blobs")
+            if len(batch) < self.batch_size:
+                return result
+
+    # -- orphans ---------------------------------------------------------------------------------------------
+
+    async def sweep_orphans(self) -> StepResult:
+        result = StepResult("orphans")
+        now = self.service.clock()
+        self._started("orphans", None)
+        async with self.repo.try_advisory_lock(ORPHAN_LOCK) as mine:
+            if not mine:
+                result.skipped = "another cleanup is sweeping orphans"
+                return result
+            cutoff = now - self.grace
+            candidates: list[StoredObject] = []
+            batch: list[StoredObject] = []
+            async for stored in self.blobs.iter_objects():
+                if stored.modified < cutoff:
+                    batch.append(stored)
+                if len(batch) >= self.batch_size:
+                    candidates += await self._without_rows(batch)
+                    batch = []
+            candidates += await self._without_rows(batch)
+            for start in range(0, len(candidates), self.batch_size):
+                # Pass two: a row committed since pass one (a very late commit) keeps its object.
+                for stored in await self._without_rows(candidates[start : start + self.batch_size]):
+                    if not self.dry_run:
+                        await self.blobs.delete(stored.key)
+                    result.items += 1
+                    result.bytes += stored.size
+                    self._advance("orphans")
+            if not self.dry_run:
+                # An interrupted put or join may have run as long as an upload may live (S3 multipart uploads
+                # are dated by their start, not their last part).
+                longest_write = max(self.grace, timedelta(seconds=self.service.settings.upload_ttl_seconds))
+                result.add("temp_files", await self.blobs.sweep_temp(now - longest_write))
+        return result
+
+    async def _without_rows(self, objects: Sequence[StoredObject]) -> list[StoredObject]:
+        if not objects:
+            return []
+        known = await self.repo.known_storage_keys([stored.key for stored in objects])
+        return [stored for stored in objects if stored.key not in known]
+
+
+def _unknown(refs: Sequence[str], known: set[str]) -> list[str]:
+    return [ref for ref in refs if ref not in known]
+
+
+async def run_cleanup(
+    service: ArtifactService,
+    *,
+    steps: Sequence[Step] = STEPS,
+    dry_run: bool = False,
+    grace_seconds: int | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    progress: CleanupProgress | None = None,
+) -> CleanupReport:
+    """Run the cleanup ``steps`` (all by default, in order) once and report what they freed."""
+    cleanup = Cleanup(
+        service, grace_seconds=grace_seconds, dry_run=dry_run, batch_size=batch_size, progress=progress
+    )
+    return await cleanup.run(steps)
+
+
+async def run_periodic_cleanup(
+    service: ArtifactService, interval: float, *, grace_seconds: int | None = None
+) -> None:
+    """Run a full cleanup every ``interval`` seconds (with ±10 % jitter) until cancelled.
+
+    Meant for a server's lifespan task group. A failed run is logged and the next one tried: storage or the
+    database being briefly unavailable must not stop cleanup for the life of the server.
+    """
+    if interval <= 0:
+        raise InvalidRequest("cleanup interval must be positive")
+    while True:
+        # Jitter keeps replicas started together from sweeping in lockstep.
+        await anyio.sleep(interval * random.uniform(0.9, 1.1))
+        try:
+            report = await run_cleanup(service, grace_seconds=grace_seconds)
+        except BlobstoreError as exc:
+            logger.error("periodic cleanup failed: %s (%s)", exc.message, exc.code)
+            continue
+        except Exception as exc:
+            # Exception text may carry SQL parameters (storage keys embed digests): log the type only.
+            logger.error("periodic cleanup failed: %s", type(exc).__name__)
+            continue
+        logger.info("periodic cleanup freed %d items, %d bytes", report.items, report.bytes)

@@ -1,0 +1,44 @@
+"""``blobstore mcp``: serve the store over MCP on stdin/stdout, for host configs such as Claude Desktop's.
+
+The host starts this as a subprocess; stdout carries the protocol, so nothing else may write there (the SDK moves
+fd 1 to stderr while serving). The data directory is opened without the server lock, like the admin commands,
+so a desktop host can run it beside ``blobstore serve`` on the same data directory.
+"""
+
+from __future__ import annotations
+
+import anyio
+import click
+
+from blobstore.cli import main
+from blobstore.cli.common import data_dir_option, describe_error, fail, settings_from
+from blobstore.config import Settings
+from blobstore.errors import BlobstoreError
+from blobstore.models import Caller
+
+
+async def serve_stdio(settings: Settings) -> None:
+    from mcp.server.stdio import stdio_server
+
+    from blobstore.runtime import open_service
+    from mcp_resources.server import create_server, fixed_caller
+
+    async with open_service(settings) as service:
+        caller = Caller(namespace=settings.mcp_namespace, actor="mcp-stdio")
+        server = create_server(service, caller_for=fixed_caller(caller))
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+@main.command("mcp")
+@data_dir_option
+@click.option(
+    "--namespace", default=None, help="Namespace to list, read and upload in (env BLOBSTORE_MCP_NAMESPACE)."
+)
+def mcp_command(data_dir: str | None, namespace: str | None) -> None:
+    """Serve the artifact store over MCP on stdio."""
+    settings = settings_from(data_dir=data_dir, mcp_namespace=namespace)
+    try:
+        anyio.run(serve_stdio, settings)
+    except BlobstoreError as exc:
+        fail(describe_error(exc))

@@ -1,0 +1,128 @@
+"""Blocking helpers for upload sources (run in worker threads) and parallel chunk sending."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+
+import anyio
+
+from blobstore.client.api import BlobstoreApi, content_digest
+from blobstore.client.models import ProgressCallback
+from blobstore.errors import BlobstoreError, SizeMismatch
+
+_HASH_BLOCK = 1024 * 1024
+
+ChunkReader = Callable[[int], Awaitable[tuple[bytes, str]]]
+"""Returns chunk ``index``'s bytes and their ``Content-Digest``."""
+
+
+def chunk_count(size: int, chunk_size: int) -> int:
+    return -(-size // chunk_size)
+
+
+def chunk_length(index: int, size: int, chunk_size: int) -> int:
+    return min(chunk_size, size - index * chunk_size)
+
+
+def sha256_of_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(_HASH_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_exact(fd: int, offset: int, length: int) -> tuple[bytes, str]:
+    """``length`` bytes at ``offset`` and their digest; a short read means the file shrank under us."""
+    parts: list[bytes] = []
+    got = 0
+    while got < length:
+        block = os.pread(fd, length - got, offset + got)
+        if not block:
+            raise SizeMismatch("the file shrank while it was being uploaded")
+        parts.append(block)
+        got += len(block)
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
+    return data, content_digest(data)
+
+
+def slice_with_digest(data: memoryview, offset: int, length: int) -> tuple[bytes, str]:
+    piece = bytes(data[offset : offset + length])
+    return piece, content_digest(piece)
+
+
+class ProgressTracker:
+    def __init__(self, callback: ProgressCallback | None, total: int, done: int = 0) -> None:
+        self.callback = callback
+        self.total = total
+        self.done = done
+        self.report()
+
+    def advance(self, amount: int) -> None:
+        self.done += amount
+        self.report()
+
+    def report(self) -> None:
+        if self.callback is not None:
+            self.callback(self.done, max(self.total, self.done))
+
+
+class ChunkCounter:
+    def __init__(self) -> None:
+        self.chunks = 0
+        self.bytes = 0
+
+
+async def run_concurrently(tasks: list[Callable[[], Awaitable[None]]]) -> None:
+    """Run ``tasks`` together; the first failure cancels the rest and is raised as itself.
+
+    Task groups raise exception groups; callers of a transfer expect the catalogue error, so it is unwrapped
+    here, and further failures that happened at the same time are attached as notes rather than dropped.
+    """
+    errors: list[BaseException] = []
+
+    async def guarded(task: Callable[[], Awaitable[None]], scope: anyio.CancelScope) -> None:
+        try:
+            await task()
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            errors.append(exc)
+            scope.cancel()
+
+    async with anyio.create_task_group() as group:
+        for task in tasks:
+            group.start_soon(guarded, task, group.cancel_scope)
+    if errors:
+        first = errors[0]
+        for other in errors[1:]:
+            code = other.code if isinstance(other, BlobstoreError) else type(other).__name__
+            first.add_note(f"another chunk failed at the same time ({code})")
+        raise first
+
+
+async def send_indexed_chunks(
+    api: BlobstoreApi,
+    upload_id: str,
+    indexes: Iterable[int],
+    read: ChunkReader,
+    *,
+    parallel: int,
+    progress: ProgressTracker,
+    counter: ChunkCounter,
+) -> None:
+    """PUT the given chunks with up to ``parallel`` in flight; each is read only when a slot is free."""
+    pending = iter(indexes)
+
+    async def worker() -> None:
+        for index in pending:
+            data, digest = await read(index)
+            await api.put_chunk(upload_id, index, data, digest=digest)
+            counter.chunks += 1
+            counter.bytes += len(data)
+            progress.advance(len(data))
+
+    await run_concurrently([worker] * max(1, parallel))

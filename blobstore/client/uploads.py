@@ -1,0 +1,252 @@
+"""Upload orchestration for the three sources: a file (resumable across crashes), bytes, an async iterator."""
+
+from __future__ import annotations
+
+import hashlib
+import mimetypes
+import os
+from collections.abc import AsyncIterable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from blobstore.client.api import BlobstoreApi, content_digest
+from blobstore.client.chunks import (
+    ChunkCounter,
+    ProgressTracker,
+    chunk_count,
+    chunk_length,
+    read_exact,
+    run_concurrently,
+    send_indexed_chunks,
+    sha256_of_file,
+    slice_with_digest,
+)
+from blobstore.client.models import ArtifactInfo, ProgressCallback, UploadResult, UploadStatusInfo
+from blobstore.client.state import FileIdentity, ResumeState, UploadStateStore
+from blobstore.errors import InvalidRequest, NotFound, UploadNotOpen, from_os_error
+
+_FINISHED = frozenset({"completed", "completing"})
+
+
+@dataclass(frozen=True, slots=True)
+class UploadOptions:
+    name: str | None = None
+    mime_type: str | None = None
+    ttl_seconds: int | None = None
+    metadata: dict[str, Any] | None = None
+    chunk_size: int | None = None
+    parallel: int = 4
+    progress: ProgressCallback | None = None
+    resume: bool = True
+
+
+class Uploader:
+    def __init__(self, api: BlobstoreApi, store: UploadStateStore, limiter: anyio.CapacityLimiter) -> None:
+        self.api = api
+        self.store = store
+        self.limiter = limiter
+
+    async def _thread(self, func: Any, *args: Any) -> Any:
+        return await anyio.to_thread.run_sync(func, *args, limiter=self.limiter)
+
+    # -- files ----------------------------------------------------------------------------------------------
+
+    async def upload_file(self, path: Path, options: UploadOptions) -> UploadResult:
+        try:
+            identity: FileIdentity = await self._thread(FileIdentity.of, self.api.base_url, path)
+        except OSError as exc:
+            raise InvalidRequest(f"cannot read {path.name}") from exc
+        state: ResumeState | None = await self._thread(self.store.load, identity) if options.resume else None
+        if state is not None:
+            try:
+                return await self._resume(path, state, options)
+            except (NotFound, UploadNotOpen):
+                # The server no longer has a usable session (expired, aborted, purged): start over.
+                pass
+            await self._thread(self.store.remove, identity)
+        return await self._fresh_file(path, identity, options)
+
+    async def _resume(self, path: Path, state: ResumeState, options: UploadOptions) -> UploadResult:
+        status = await self.api.upload_status(state.upload_id)
+        if status.state in _FINISHED:
+            artifact = await self.api.complete_upload(state.upload_id, state.sha256)
+            await self._thread(self.store.remove, state.identity)
+            count = chunk_count(state.identity.size, state.chunk_size)
+            return UploadResult(artifact, state.upload_id, state.chunk_size, 0, count, 0, resumed=True)
+        if status.state != "open":
+            raise UploadNotOpen(f"upload is {status.state}")
+        return await self._send_file(path, state, status, options)
+
+    async def _fresh_file(self, path: Path, identity: FileIdentity, options: UploadOptions) -> UploadResult:
+        try:
+            sha256: str = await self._thread(sha256_of_file, path)
+        except OSError as exc:
+            raise from_os_error(exc) from exc
+        session = await self.api.begin_upload(
+            options.name or path.name,
+            mime_type=options.mime_type or mimetypes.guess_type(path.name)[0],
+            size=identity.size,
+            sha256=sha256,
+            chunk_size=options.chunk_size,
+            ttl_seconds=options.ttl_seconds,
+            metadata=options.metadata,
+        )
+        state = ResumeState(session.upload_id, session.chunk_size, sha256, identity)
+        if options.resume:
+            await self._thread(self.store.save, state)
+        return await self._send_file(path, state, None, options)
+
+    async def _send_file(
+        self, path: Path, state: ResumeState, status: UploadStatusInfo | None, options: UploadOptions
+    ) -> UploadResult:
+        size, chunk_size = state.identity.size, state.chunk_size
+        count = chunk_count(size, chunk_size)
+        have = {i for i in (status.chunks_received if status else ()) if i < count}
+        todo = [i for i in range(count) if i not in have]
+        already = sum(chunk_length(i, size, chunk_size) for i in have)
+        progress = ProgressTracker(options.progress, size, already)
+        counter = ChunkCounter()
+        try:
+            fd: int = await self._thread(os.open, str(path), os.O_RDONLY)
+        except OSError as exc:
+            raise from_os_error(exc) from exc
+
+        async def read(index: int) -> tuple[bytes, str]:
+            length = chunk_length(index, size, chunk_size)
+            try:
+                result: tuple[bytes, str] = await self._thread(read_exact, fd, index * chunk_size, length)
+            except OSError as exc:
+                raise from_os_error(exc) from exc
+            return result
+
+        try:
+            await send_indexed_chunks(
+                self.api,
+                state.upload_id,
+                todo,
+                read,
+                parallel=options.parallel,
+                progress=progress,
+                counter=counter,
+            )
+        finally:
+            await self._thread(os.close, fd)
+        artifact = await self.api.complete_upload(state.upload_id, state.sha256)
+        if options.resume:
+            await self._thread(self.store.remove, state.identity)
+        return UploadResult(
+            artifact,
+            state.upload_id,
+            chunk_size,
+            counter.chunks,
+            len(have),
+            counter.bytes,
+            status is not None,
+        )
+
+    # -- bytes ----------------------------------------------------------------------------------------------
+
+    async def upload_bytes(
+        self, data: bytes | bytearray | memoryview, options: UploadOptions
+    ) -> UploadResult:
+        name = _required_name(options)
+        view = memoryview(data).cast("B")
+        size = len(view)
+        sha256: str = await self._thread(lambda: hashlib.sha256(view).hexdigest())
+        session = await self.api.begin_upload(
+            name,
+            mime_type=options.mime_type,
+            size=size,
+            sha256=sha256,
+            chunk_size=options.chunk_size,
+            ttl_seconds=options.ttl_seconds,
+            metadata=options.metadata,
+        )
+        chunk_size = session.chunk_size
+        progress = ProgressTracker(options.progress, size)
+        counter = ChunkCounter()
+
+        async def read(index: int) -> tuple[bytes, str]:
+            length = chunk_length(index, size, chunk_size)
+            result: tuple[bytes, str] = await self._thread(
+                slice_with_digest, view, index * chunk_size, length
+            )
+            return result
+
+        await send_indexed_chunks(
+            self.api,
+            session.upload_id,
+            range(chunk_count(size, chunk_size)),
+            read,
+            parallel=options.parallel,
+            progress=progress,
+            counter=counter,
+        )
+        artifact = await self.api.complete_upload(session.upload_id, sha256)
+        return UploadResult(artifact, session.upload_id, chunk_size, counter.chunks, 0, counter.bytes, False)
+
+    # -- async iterators ------------------------------------------------------------------------------------
+
+    async def upload_stream(self, source: AsyncIterable[bytes], options: UploadOptions) -> UploadResult:
+        """Upload bytes of unknown length: chunks are cut as the iterator yields and sent while it runs.
+
+        Memory stays at about ``parallel + 2`` chunks: the producer blocks until a sender is free.
+        """
+        name = _required_name(options)
+        session = await self.api.begin_upload(
+            name,
+            mime_type=options.mime_type,
+            chunk_size=options.chunk_size,
+            ttl_seconds=options.ttl_seconds,
+            metadata=options.metadata,
+        )
+        chunk_size = session.chunk_size
+        digest = hashlib.sha256()
+        progress = ProgressTracker(options.progress, 0)
+        counter = ChunkCounter()
+        send, receive = anyio.create_memory_object_stream[tuple[int, bytes]](0)
+
+        async def produce() -> None:
+            async with send:
+                index = 0
+                buffer = bytearray()
+                async for piece in source:
+                    buffer += piece
+                    while len(buffer) >= chunk_size:
+                        chunk = bytes(buffer[:chunk_size])
+                        del buffer[:chunk_size]
+                        await self._thread(digest.update, chunk)
+                        progress.total += len(chunk)
+                        await send.send((index, chunk))
+                        index += 1
+                if buffer:
+                    chunk = bytes(buffer)
+                    await self._thread(digest.update, chunk)
+                    progress.total += len(chunk)
+                    await send.send((index, chunk))
+
+        async def consume(stream: MemoryObjectReceiveStream[tuple[int, bytes]]) -> None:
+            async with stream:
+                async for index, chunk in stream:
+                    chunk_digest: str = await self._thread(content_digest, chunk)
+                    await self.api.put_chunk(session.upload_id, index, chunk, digest=chunk_digest)
+                    counter.chunks += 1
+                    counter.bytes += len(chunk)
+                    progress.advance(len(chunk))
+
+        receivers = [receive.clone() for _ in range(max(1, options.parallel))]
+        receive.close()
+        await run_concurrently([produce, *(partial(consume, stream) for stream in receivers)])
+        artifact: ArtifactInfo = await self.api.complete_upload(session.upload_id, digest.hexdigest())
+        return UploadResult(artifact, session.upload_id, chunk_size, counter.chunks, 0, counter.bytes, False)
+
+
+def _required_name(options: UploadOptions) -> str:
+    if not options.name:
+        raise InvalidRequest("a name is required when uploading bytes or a stream")
+    return options.name

@@ -1,0 +1,1 @@
+"""Metadata: SQLAlchemy Core tables, the repository, migrations and the data-directory lock."""

@@ -1,0 +1,697 @@
+"""S3 backend (boto3, any S3-compatible endpoint through ``endpoint_url``).
+
+Object layout under ``<prefix>/``::
+
+    blobs/<ab>/<cd>/<sha256>.<suffix>    generations whose digest was claimed before the upload
+    blobs/_/<r[0:2]>/<r>                 generations whose digest was only known once uploaded
+    staging/<upload_id>/<index>          staged chunks; metadata keeps their sha256 and xxh3
+    staging/<upload_id>/multipart        the multipart upload a commit has open, so an abort can find it
+
+A write streams into a multipart upload (or one ``PutObject`` when it fits in one part) directly at its final
+generation key and is only completed after its size and digest are verified, so nothing is ever copied again
+after completion and a refused write leaves nothing visible. New keys are written with ``If-None-Match: *``
+where the endpoint supports it, so nothing is ever overwritten.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import tempfile
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from datetime import datetime
+from typing import IO, TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
+
+import anyio
+import anyio.to_thread
+import boto3
+import botocore.loaders
+import botocore.session
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+from urllib3.exceptions import HTTPError as Urllib3Error
+
+from blobstore.digests import ChunkHasher, HashingWriter, normalize_sha256, normalize_xxh3
+from blobstore.errors import (
+    BlobstoreError,
+    ChunkConflict,
+    Conflict,
+    Corruption,
+    InvalidRequest,
+    NotFound,
+    StorageUnavailable,
+    TooLarge,
+    UploadIncomplete,
+)
+from blobstore.storage.base import (
+    DEFAULT_STORAGE_CHUNK_SIZE,
+    BlobInfo,
+    ChunkReceipt,
+    ProgressCallback,
+    StagingEntry,
+    StoredObject,
+)
+from blobstore.storage.integrity import chunk_length, read_verified
+from blobstore.storage.keys import (
+    BLOB_DIR,
+    generation_key,
+    is_generation_key,
+    validate_chunk_index,
+    validate_key,
+    validate_staging_ref,
+)
+from blobstore.storage.staging import check_commit_chunks
+from blobstore.storage.streams import batched
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3.client import S3Client
+
+T = TypeVar("T")
+
+MIN_PART_SIZE = 5 * 1024 * 1024
+"""S3's minimum size for every part of a multipart upload but the last."""
+DEFAULT_PART_SIZE = 8 * 1024 * 1024
+MAX_PRESIGN_SECONDS = 7 * 24 * 3600
+STAGING_DIR = "staging"
+MULTIPART_MARKER = "multipart"
+_READ_PIECE = 1024 * 1024
+_NOT_FOUND_CODES = frozenset({"NoSuchKey", "NotFound", "NoSuchUpload", "404"})
+_EXISTS_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict", "412", "409"})
+_UNSUPPORTED_CODES = frozenset({"NotImplemented", "501"})
+_TRANSPORT_ERRORS = (BotoCoreError, Urllib3Error, OSError)
+
+
+def error_code(exc: ClientError) -> str:
+    # HEAD responses have no body, so botocore reports their status as the code.
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def s3_error(exc: Exception) -> BlobstoreError:
+    """Map a botocore error onto the catalogue: a missing object is ``NotFound``, the rest unavailable."""
+    if isinstance(exc, ClientError):
+        code = error_code(exc)
+        if code in _NOT_FOUND_CODES:
+            return NotFound()
+        if code == "EntityTooLarge":
+            return TooLarge()
+        if code in _EXISTS_CODES:
+            return Conflict()
+    return StorageUnavailable()
+
+
+def content_disposition(filename: str) -> str:
+    """``attachment`` with an ASCII fallback and the RFC 6266 / RFC 8187 UTF-8 form of the name."""
+    fallback = "".join(c if 0x20 <= ord(c) < 0x7F and c not in '"\\' else "_" for c in filename) or "download"
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
+
+
+class S3BlobStore:
+    kind = "s3"
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        storage_chunk_size: int = DEFAULT_STORAGE_CHUNK_SIZE,
+        io_threads: int = 8,
+        part_size: int = DEFAULT_PART_SIZE,
+        conditional_writes: bool = True,
+        client: S3Client | None = None,
+    ) -> None:
+        if not bucket or "/" in bucket:
+            raise InvalidRequest("malformed S3 bucket name")
+        if part_size < MIN_PART_SIZE:
+            raise InvalidRequest("S3 part size must be at least 5 MiB")
+        if storage_chunk_size <= 0 or io_threads <= 0:
+            raise InvalidRequest("storage chunk size and io threads must be positive")
+        self.bucket = bucket
+        self.prefix = _normalize_prefix(prefix)
+        self.storage_chunk_size = storage_chunk_size
+        self.part_size = part_size
+        self._conditional = conditional_writes
+        self._limiter = anyio.CapacityLimiter(io_threads)
+        self._client: S3Client = client or _new_client(endpoint_url, region, io_threads)
+
+    @property
+    def client(self) -> S3Client:
+        return self._client
+
+    @property
+    def conditional_writes(self) -> bool:
+        """False once the endpoint has answered ``If-None-Match`` with NotImplemented."""
+        return self._conditional
+
+    # -- plumbing -------------------------------------------------------------------------------------------
+
+    def _object_key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _staging_prefix(self, staging_ref: str) -> str:
+        return self._object_key(f"{STAGING_DIR}/{validate_staging_ref(staging_ref)}/")
+
+    async def _run(self, func: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run a blocking call in a worker thread; S3 and transport errors come back translated."""
+        try:
+            return await anyio.to_thread.run_sync(
+                functools.partial(func, *args, **kwargs), limiter=self._limiter
+            )
+        except (ClientError, *_TRANSPORT_ERRORS) as exc:
+            raise s3_error(exc) from exc
+
+    async def _raw(self, operation: str, **kwargs: Any) -> Any:
+        """One S3 call, with ``ClientError`` left untranslated for callers that branch on its code."""
+        try:
+            return await anyio.to_thread.run_sync(
+                functools.partial(getattr(self._client, operation), Bucket=self.bucket, **kwargs),
+                limiter=self._limiter,
+            )
+        except _TRANSPORT_ERRORS as exc:
+            raise StorageUnavailable() from exc
+
+    async def _call(self, operation: str, **kwargs: Any) -> Any:
+        try:
+            return await self._raw(operation, **kwargs)
+        except ClientError as exc:
+            raise s3_error(exc) from exc
+
+    async def _head(self, object_key: str) -> dict[str, Any] | None:
+        try:
+            response: dict[str, Any] = await self._raw("head_object", Key=object_key)
+        except ClientError as exc:
+            if error_code(exc) in _NOT_FOUND_CODES:
+                return None
+            raise s3_error(exc) from exc
+        return response
+
+    async def _put_new(self, object_key: str, body: bytes | IO[bytes], **extra: Any) -> bool:
+        """``PutObject`` that never replaces an object: False when ``object_key`` already exists.
+
+        Endpoints without conditional writes get a HEAD first; the race that leaves is closed by random keys
+        for blobs, and for staged chunks only matters to two resends racing with different bytes.
+        """
+        if self._conditional:
+            try:
+                await self._raw("put_object", Key=object_key, Body=_rewound(body), IfNoneMatch="*", **extra)
+                return True
+            except ClientError as exc:
+                code = error_code(exc)
+                if code in _EXISTS_CODES:
+                    return False
+                if code not in _UNSUPPORTED_CODES:
+                    raise s3_error(exc) from exc
+                self._conditional = False
+        if await self._head(object_key) is not None:
+            return False
+        await self._call("put_object", Key=object_key, Body=_rewound(body), **extra)
+        return True
+
+    # -- writes ---------------------------------------------------------------------------------------------
+
+    async def put(
+        self,
+        data: AsyncIterable[bytes],
+        *,
+        expected_size: int | None = None,
+        expected_sha256: str | None = None,
+        max_size: int | None = None,
+    ) -> BlobInfo:
+        claimed = normalize_sha256(expected_sha256) if expected_sha256 is not None else None
+        writer = HashingWriter(
+            chunk_size=self.storage_chunk_size, max_size=max_size, expected_size=expected_size
+        )
+        key = generation_key(claimed)
+        upload = _Multipart(self, self._object_key(key))
+        pending = bytearray()
+        try:
+            async for batch in batched(data, writer.check_size):
+                pending += batch
+                while len(pending) >= self.part_size:
+                    await upload.send(bytes(pending[: self.part_size]), writer)
+                    del pending[: self.part_size]
+            if not upload.started:
+                await self._run(writer.update, pending)
+                digest = writer.finish(expected_sha256=claimed)
+                await self._publish_small(key, bytes(pending))
+            else:
+                if pending:
+                    await upload.send(bytes(pending), writer)
+                digest = writer.finish(expected_sha256=claimed)
+                await upload.complete()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await upload.abort()
+            raise
+        return BlobInfo(key, digest.size, digest.sha256, digest.chunk_size, digest.chunk_xxh3)
+
+    async def _publish_small(self, key: str, body: bytes) -> None:
+        if not await self._put_new(self._object_key(key), body, ContentType="application/octet-stream"):
+            # Random 128-bit suffixes never collide in practice; a clash means something else writes here.
+            raise Conflict()
+
+    # -- reads ----------------------------------------------------------------------------------------------
+
+    def read(self, blob: BlobInfo, offset: int = 0, length: int | None = None) -> AsyncIterator[bytes]:
+        object_key = self._object_key(validate_key(blob.key))
+
+        async def chunks(first: int, last: int) -> AsyncIterator[bytes]:
+            start = first * blob.chunk_size
+            end = start + sum(chunk_length(blob, i) for i in range(first, last + 1)) - 1
+            try:
+                response = await self._raw("get_object", Key=object_key, Range=f"bytes={start}-{end}")
+            except ClientError as exc:
+                if error_code(exc) == "InvalidRange":
+                    raise Corruption(chunk=first) from exc  # the object is shorter than its record
+                raise s3_error(exc) from exc
+            body = response["Body"]
+            try:
+                for index in range(first, last + 1):
+                    yield await self._run(_read_exact, body, chunk_length(blob, index))
+            finally:
+                body.close()
+
+        return read_verified(blob, offset, length, chunks)
+
+    async def delete(self, key: str) -> None:
+        await self._call("delete_object", Key=self._object_key(validate_key(key)))
+
+    async def exists(self, key: str) -> bool:
+        return await self._head(self._object_key(validate_key(key))) is not None
+
+    async def iter_objects(self) -> AsyncIterator[StoredObject]:
+        skip = len(self._object_key(""))
+        async for item in self._list(self._object_key(f"{BLOB_DIR}/")):
+            key = item["Key"][skip:]
+            if is_generation_key(key):
+                yield StoredObject(key, int(item["Size"]), item["LastModified"])
+
+    async def _list(self, prefix: str) -> AsyncIterator[dict[str, Any]]:
+        token: str | None = None
+        while True:
+            extra = {"ContinuationToken": token} if token else {}
+            page = await self._call("list_objects_v2", Prefix=prefix, **extra)
+            for item in page.get("Contents", []):
+                yield item
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return
+
+    async def check(self) -> None:
+        try:
+            await self._call("head_bucket")
+        except BlobstoreError as exc:
+            raise StorageUnavailable() from exc
+
+    async def close(self) -> None:
+        self._client.close()
+
+    async def presigned_url(self, blob: BlobInfo, *, expires_in: int, filename: str | None = None) -> str:
+        if not 0 < expires_in <= MAX_PRESIGN_SECONDS:
+            raise InvalidRequest("presigned URL lifetime must be between 1 second and 7 days")
+        params = {"Bucket": self.bucket, "Key": self._object_key(validate_key(blob.key))}
+        if filename is not None:
+            params["ResponseContentDisposition"] = content_disposition(filename)
+        url: str = await self._run(
+            self._client.generate_presigned_url, "get_object", Params=params, ExpiresIn=expires_in
+        )
+        return url
+
+    # -- cleanup --------------------------------------------------------------------------------------------
+
+    async def abort_stale_multipart_uploads(self, older_than: datetime) -> int:
+        """Abort multipart uploads under the prefix started before ``older_than``; returns how many."""
+        aborted = 0
+        markers: dict[str, str] = {}
+        while True:
+            page = await self._call("list_multipart_uploads", Prefix=self._object_key(""), **markers)
+            for upload in page.get("Uploads", []):
+                if upload["Initiated"] < older_than:
+                    await self._abort_upload(upload["Key"], upload["UploadId"])
+                    aborted += 1
+            if not page.get("IsTruncated"):
+                return aborted
+            markers = {"KeyMarker": page["NextKeyMarker"], "UploadIdMarker": page["NextUploadIdMarker"]}
+
+    async def _abort_upload(self, object_key: str, upload_id: str) -> None:
+        try:
+            await self._raw("abort_multipart_upload", Key=object_key, UploadId=upload_id)
+        except ClientError as exc:
+            if error_code(exc) not in _NOT_FOUND_CODES:
+                raise s3_error(exc) from exc
+
+    async def sweep_temp(self, older_than: datetime) -> int:
+        """Interrupted puts leave only multipart uploads behind; abort the stale ones."""
+        return await self.abort_stale_multipart_uploads(older_than)
+
+    # -- staging --------------------------------------------------------------------------------------------
+
+    async def stage_begin(self, upload_id: str, *, chunk_size: int) -> str:
+        if chunk_size <= 0:
+            raise InvalidRequest("chunk size must be positive")
+        return validate_staging_ref(upload_id)
+
+    async def stage_put(
+        self,
+        staging_ref: str,
+        index: int,
+        data: AsyncIterable[bytes],
+        *,
+        expected_length: int | None = None,
+        max_length: int | None = None,
+        expected_sha256: str | None = None,
+        expected_xxh3: str | None = None,
+    ) -> ChunkReceipt:
+        object_key = self._staging_prefix(staging_ref) + str(validate_chunk_index(index))
+        claimed_sha = normalize_sha256(expected_sha256) if expected_sha256 is not None else None
+        claimed_xxh3 = normalize_xxh3(expected_xxh3) if expected_xxh3 is not None else None
+        hasher = ChunkHasher(expected_length=expected_length, max_length=max_length)
+        # Spooled so that memory stays bounded whatever the chunk size; nothing is sent before it is verified.
+        spool = tempfile.SpooledTemporaryFile(max_size=self.part_size)  # noqa: SIM115 - closed in finally
+        try:
+            async for batch in batched(data, hasher.check_size):
+                await self._run(_hash_and_spool, hasher, spool, batch)
+            digest = hasher.finish(expected_sha256=claimed_sha, expected_xxh3=claimed_xxh3)
+            receipt = ChunkReceipt(index, digest.size, digest.sha256, digest.xxh3)
+            metadata = {"sha256": receipt.sha256, "xxh3": receipt.xxh3}
+            if await self._put_new(object_key, spool, ContentLength=receipt.size, Metadata=metadata):
+                return receipt
+            return await self._compare_staged(object_key, receipt)
+        finally:
+            spool.close()
+
+    async def _compare_staged(self, object_key: str, receipt: ChunkReceipt) -> ChunkReceipt:
+        head = await self._head(object_key)
+        if head is None:
+            # A conditional write of the same index is still in flight elsewhere; the client may retry.
+            raise Conflict()
+        metadata = head.get("Metadata", {})
+        existing = ChunkReceipt(
+            receipt.index, int(head["ContentLength"]), metadata.get("sha256", ""), metadata.get("xxh3", "")
+        )
+        if existing != receipt:
+            raise ChunkConflict(index=receipt.index)
+        return existing
+
+    async def stage_commit(
+        self,
+        staging_ref: str,
+        chunks: Sequence[ChunkReceipt],
+        *,
+        expected_size: int | None = None,
+        expected_sha256: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> BlobInfo:
+        prefix = self._staging_prefix(staging_ref)
+        claimed = normalize_sha256(expected_sha256) if expected_sha256 is not None else None
+        total = check_commit_chunks(chunks, expected_size)
+        writer = HashingWriter(chunk_size=self.storage_chunk_size, expected_size=expected_size)
+        key = generation_key(claimed)
+        if total <= self.part_size:
+            pending = bytearray()
+            for receipt in chunks:
+                async for piece in self._staged(prefix, receipt, writer).pieces():
+                    pending += piece
+                if progress is not None:
+                    await progress(writer.size)
+            digest = writer.finish(expected_sha256=claimed)
+            await self._publish_small(key, bytes(pending))
+        else:
+            digest = await self._commit_multipart(prefix, chunks, key, writer, claimed, progress)
+        return BlobInfo(key, digest.size, digest.sha256, digest.chunk_size, digest.chunk_xxh3)
+
+    def _staged(self, prefix: str, receipt: ChunkReceipt, writer: HashingWriter) -> _StagedChunk:
+        return _StagedChunk(self, prefix + str(receipt.index), receipt, writer)
+
+    async def _commit_multipart(
+        self,
+        prefix: str,
+        chunks: Sequence[ChunkReceipt],
+        key: str,
+        writer: HashingWriter,
+        claimed: str | None,
+        progress: ProgressCallback | None,
+    ) -> Any:
+        upload = _Multipart(self, self._object_key(key))
+        marker = prefix + MULTIPART_MARKER
+        try:
+            await upload.start()
+            record = json.dumps({"key": upload.object_key, "upload_id": upload.upload_id}).encode()
+            await self._call("put_object", Key=marker, Body=record)
+            pending = bytearray()
+            for position, receipt in enumerate(chunks):
+                staged = self._staged(prefix, receipt, writer)
+                is_last = position == len(chunks) - 1
+                if not pending and receipt.size > 0 and (receipt.size >= MIN_PART_SIZE or is_last):
+                    # Big enough to be a part on its own: read it only to hash it, and let S3 copy the bytes.
+                    async for _ in staged.pieces():
+                        pass
+                    await upload.copy(staged)
+                else:
+                    # Small chunks are joined into parts of at least the S3 minimum.
+                    async for piece in staged.pieces():
+                        pending += piece
+                        while len(pending) >= self.part_size:
+                            await upload.send(bytes(pending[: self.part_size]))
+                            del pending[: self.part_size]
+                if progress is not None:
+                    await progress(writer.size)
+            if pending:
+                await upload.send(bytes(pending))
+            digest = writer.finish(expected_sha256=claimed)
+            await upload.complete()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await upload.abort()
+                await self._call("delete_object", Key=marker)
+            raise
+        await self._call("delete_object", Key=marker)
+        return digest
+
+    async def stage_abort(self, staging_ref: str) -> None:
+        prefix = self._staging_prefix(staging_ref)
+        marker = await self._read_marker(prefix + MULTIPART_MARKER)
+        if marker is not None:
+            await self._abort_upload(marker["key"], marker["upload_id"])
+        keys = [item["Key"] async for item in self._list(prefix)]
+        for start in range(0, len(keys), 1000):
+            batch = [{"Key": k} for k in keys[start : start + 1000]]
+            response = await self._call("delete_objects", Delete={"Objects": batch, "Quiet": True})
+            if response.get("Errors"):
+                raise StorageUnavailable()
+
+    async def _read_marker(self, object_key: str) -> dict[str, str] | None:
+        try:
+            response = await self._raw("get_object", Key=object_key)
+        except ClientError as exc:
+            if error_code(exc) in _NOT_FOUND_CODES:
+                return None
+            raise s3_error(exc) from exc
+        raw = await self._run(_read_all_and_close, response["Body"])
+        record = json.loads(raw)
+        if not isinstance(record, dict) or not record.get("key", "").startswith(self._object_key(BLOB_DIR)):
+            raise Corruption()
+        return {"key": str(record["key"]), "upload_id": str(record["upload_id"])}
+
+    async def iter_staging(self) -> AsyncIterator[StagingEntry]:
+        root = self._object_key(f"{STAGING_DIR}/")
+        newest: dict[str, datetime] = {}
+        async for item in self._list(root):
+            ref = item["Key"][len(root) :].split("/", 1)[0]
+            modified: datetime = item["LastModified"]
+            if ref not in newest or modified > newest[ref]:
+                newest[ref] = modified
+        for ref, modified in newest.items():
+            yield StagingEntry(ref, modified)
+
+
+class _StagedChunk:
+    """A staged chunk read back, hashed into the commit's writer and checked against its receipt."""
+
+    def __init__(
+        self, store: S3BlobStore, object_key: str, receipt: ChunkReceipt, writer: HashingWriter
+    ) -> None:
+        self.store = store
+        self.object_key = object_key
+        self.receipt = receipt
+        self.writer = writer
+        self.etag: str | None = None
+
+    async def pieces(self) -> AsyncIterator[bytes]:
+        try:
+            response = await self.store._raw("get_object", Key=self.object_key)
+        except ClientError as exc:
+            if error_code(exc) in _NOT_FOUND_CODES:
+                raise UploadIncomplete(missing=[self.receipt.index]) from exc
+            raise s3_error(exc) from exc
+        self.etag = response.get("ETag")
+        body = response["Body"]
+        check = ChunkHasher()
+        try:
+            while piece := await self.store._run(_read_and_hash, body, self.writer, check):
+                yield piece
+        finally:
+            body.close()
+        staged = check.finish()
+        if staged.size != self.receipt.size or staged.xxh3 != self.receipt.xxh3:
+            raise Corruption(chunk=self.receipt.index)
+
+
+class _Multipart:
+    """A multipart upload at a final generation key; started on the first part, never completed unverified."""
+
+    def __init__(self, store: S3BlobStore, object_key: str) -> None:
+        self.store = store
+        self.object_key = object_key
+        self.upload_id: str | None = None
+        self.parts: list[dict[str, Any]] = []
+
+    @property
+    def started(self) -> bool:
+        return self.upload_id is not None
+
+    async def start(self) -> str:
+        if self.upload_id is None:
+            response = await self.store._call(
+                "create_multipart_upload", Key=self.object_key, ContentType="application/octet-stream"
+            )
+            self.upload_id = str(response["UploadId"])
+        return self.upload_id
+
+    async def send(self, data: bytes, writer: HashingWriter | None = None) -> None:
+        """Upload one part; ``writer`` hashes it in the same worker thread first when the caller has not."""
+        upload_id = await self.start()
+        number = len(self.parts) + 1
+        response = await self.store._run(
+            _hash_and_upload_part,
+            self.store._client,
+            writer,
+            Bucket=self.store.bucket,
+            Key=self.object_key,
+            UploadId=upload_id,
+            PartNumber=number,
+            Body=data,
+        )
+        self.parts.append({"PartNumber": number, "ETag": response["ETag"]})
+
+    async def copy(self, staged: _StagedChunk) -> None:
+        upload_id = await self.start()
+        number = len(self.parts) + 1
+        extra = {"CopySourceIfMatch": staged.etag} if staged.etag else {}
+        # The ETag condition makes S3 copy exactly the bytes that were just hashed.
+        response = await self.store._call(
+            "upload_part_copy",
+            Key=self.object_key,
+            UploadId=upload_id,
+            PartNumber=number,
+            CopySource={"Bucket": self.store.bucket, "Key": staged.object_key},
+            **extra,
+        )
+        self.parts.append({"PartNumber": number, "ETag": response["CopyPartResult"]["ETag"]})
+
+    async def complete(self) -> None:
+        store = self.store
+        request = {
+            "Key": self.object_key,
+            "UploadId": self.upload_id,
+            "MultipartUpload": {"Parts": self.parts},
+        }
+        if store._conditional:
+            try:
+                await store._raw("complete_multipart_upload", IfNoneMatch="*", **request)
+                return
+            except ClientError as exc:
+                code = error_code(exc)
+                if code in _EXISTS_CODES:
+                    raise Conflict() from exc
+                if code not in _UNSUPPORTED_CODES:
+                    raise s3_error(exc) from exc
+                store._conditional = False
+        await store._call("complete_multipart_upload", **request)
+
+    async def abort(self) -> None:
+        if self.upload_id is not None:
+            await self.store._abort_upload(self.object_key, self.upload_id)
+
+
+@functools.cache
+def _shared_loader() -> botocore.loaders.Loader:
+    return botocore.loaders.create_loader()
+
+
+def _new_client(endpoint_url: str | None, region: str | None, io_threads: int) -> S3Client:
+    core = botocore.session.get_session()
+    # Service models are large JSON files: parse them once per process, not once per store. Credentials and
+    # configuration are still resolved per session.
+    core.register_component("data_loader", _shared_loader())
+    client: S3Client = boto3.session.Session(botocore_session=core).client(
+        "s3",
+        endpoint_url=endpoint_url,
+        region_name=region,
+        config=Config(
+            max_pool_connections=max(io_threads, 10),
+            retries={"mode": "standard", "max_attempts": 3},
+            # Many S3-compatible endpoints accept neither virtual hosts nor trailing checksums.
+            s3={"addressing_style": "path" if endpoint_url else "auto"},
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        ),
+    )
+    return client
+
+
+def _normalize_prefix(prefix: str) -> str:
+    cleaned = prefix.strip("/")
+    if not cleaned:
+        return ""
+    for segment in cleaned.split("/"):
+        if segment in ("", ".", "..") or "\x00" in segment or "\\" in segment:
+            raise InvalidRequest("malformed S3 key prefix")
+    return cleaned
+
+
+def _rewound(body: bytes | IO[bytes]) -> bytes | IO[bytes]:
+    if not isinstance(body, bytes):
+        body.seek(0)
+    return body
+
+
+def _read_exact(body: Any, length: int) -> bytes:
+    parts: list[bytes] = []
+    remaining = length
+    while remaining > 0:
+        part = body.read(remaining)
+        if not part:
+            break
+        parts.append(part)
+        remaining -= len(part)
+    return b"".join(parts)
+
+
+def _read_all_and_close(body: Any) -> bytes:
+    try:
+        data: bytes = body.read()
+        return data
+    finally:
+        body.close()
+
+
+def _read_and_hash(body: Any, writer: HashingWriter, check: ChunkHasher) -> bytes:
+    piece: bytes = body.read(_READ_PIECE)
+    if piece:
+        writer.update(piece)
+        check.update(piece)
+    return piece
+
+
+def _hash_and_spool(hasher: ChunkHasher, spool: IO[bytes], data: bytearray) -> None:
+    hasher.update(data)
+    spool.write(data)
+
+
+def _hash_and_upload_part(client: Any, writer: HashingWriter | None, **request: Any) -> Any:
+    if writer is not None:
+        writer.update(request["Body"])
+    return client.upload_part(**request)

@@ -1,0 +1,255 @@
+"""Tool-result helpers for tool-server authors: give a reference, not the content; give text, not pixels.
+
+:func:`tool_result_for` builds ``[text summary, evidence]`` where the evidence is an inline ``image``/``audio``
+block when it fits under the inline limit (512 KiB default) and a ``resource_link`` otherwise. Images are first
+downscaled to the long-edge budget (1024 px default), because image tokens follow decoded pixels, not bytes: a
+recompressed 4K screenshot costs as much as the original. Downscales are cached by
+``sha256(source digest + parameters + version)`` (:mod:`mcp_resources.renditions`).
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Final, Literal
+
+from mcp.types import (
+    Annotations,
+    AudioContent,
+    CallToolResult,
+    ContentBlock,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+)
+
+from blobstore.models import Artifact, Caller
+from mcp_resources.renditions import NotAnImage, Rendition, RenditionCache, downscale_async, rendition_key
+from mcp_resources.uris import ARTIFACT_META_KEY, WINDOW_URI_TEMPLATE
+
+if TYPE_CHECKING:
+    from blobstore.service import ArtifactService
+
+DEFAULT_INLINE_LIMIT: Final = 512 * 1024
+DEFAULT_LONG_EDGE: Final = 1024
+DEFAULT_MAX_WINDOW: Final = 1024 * 1024
+MAX_DECODE_BYTES: Final = 32 * 1024 * 1024
+"""Images larger than this (encoded) are linked, never decoded: decoding needs the whole file in memory."""
+
+INLINE_IMAGE_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+INLINE_AUDIO_TYPES: Final = frozenset(
+    {
+        "audio/wav",
+        "audio/x-wav",
+        "audio/wave",
+        "audio/mpeg",
+        "audio/ogg",
+        "audio/flac",
+        "audio/webm",
+        "audio/mp4",
+    }
+)
+
+Role = Literal["user", "assistant"]
+
+# -- image token estimate -----------------------------------------------------------------------------------------
+
+TOKEN_TILE_PX: Final = 28
+"""Edge of one vision tile. 28 x 28 px = 784 px per token, close to the published "tokens ~ width x height / 750"
+rule for Claude-style vision encoders."""
+TOKENS_PER_TILE: Final = 1
+TOKEN_BASE: Final = 0
+"""Fixed overhead per image; zero for the tile-per-token encoders these constants describe."""
+TOKEN_MAX_LONG_EDGE: Final = 1568
+"""Hosts downscale larger images to this long edge before encoding (the seeds' "1568 px long-edge" models)."""
+TOKEN_MAX_PIXELS: Final = 1_150_000
+"""…and to about 1.15 megapixels in total."""
+
+
+def estimate_image_tokens(
+    width: int,
+    height: int,
+    *,
+    tile: int = TOKEN_TILE_PX,
+    tokens_per_tile: int = TOKENS_PER_TILE,
+    base: int = TOKEN_BASE,
+    max_long_edge: int = TOKEN_MAX_LONG_EDGE,
+    max_pixels: int = TOKEN_MAX_PIXELS,
+) -> int:
+    """Tokens a vision model spends on a ``width`` x ``height`` image: ``ceil(w/tile) * ceil(h/tile) *
+    tokens_per_tile + base`` after the host's own downscale to ``max_long_edge`` and ``max_pixels``.
+
+    With the defaults this reproduces the seeds' table: 512x512 ~ 250-400, 1024x768 ~ 700-1100,
+    1920x1080 ~ 1300-1600 tokens. It is an estimate for budgeting, not a bill.
+    """
+    if width <= 0 or height <= 0:
+        raise ValueError("width and height must be positive")
+    scale = min(1.0, max_long_edge / max(width, height), math.sqrt(max_pixels / (width * height)))
+    w = max(1, math.floor(width * scale))
+    h = max(1, math.floor(height * scale))
+    return math.ceil(w / tile) * math.ceil(h / tile) * tokens_per_tile + base
+
+
+# -- descriptions -------------------------------------------------------------------------------------------------
+
+
+def human_size(size: int) -> str:
+    value = float(size)
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{size} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def iso_utc(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def describe(artifact: Artifact) -> str:
+    """One line a model can budget with: type, size, and media facts when known."""
+    parts = [artifact.mime_type, human_size(artifact.size)]
+    media = artifact.media or {}
+    if media.get("width") and media.get("height"):
+        parts.append(f"{media['width']}x{media['height']} px")
+    if media.get("duration_seconds") is not None:
+        parts.append(f"{media['duration_seconds']:.1f} s")
+    return f"{artifact.name} ({', '.join(parts)})"
+
+
+def title_of(artifact: Artifact) -> str:
+    title = (artifact.metadata or {}).get("title")
+    return title if isinstance(title, str) and title else artifact.name
+
+
+def resource_link_for(
+    artifact: Artifact,
+    *,
+    title: str | None = None,
+    description: str | None = None,
+    audience: list[Role] | None = None,
+    priority: float | None = None,
+    max_window: int = DEFAULT_MAX_WINDOW,
+) -> ResourceLink:
+    """A ``resource_link`` block for an artifact: uri, name, title, mimeType, size, description, annotations."""
+    return ResourceLink(
+        uri=artifact.uri,
+        name=artifact.name,
+        title=title or title_of(artifact),
+        mime_type=artifact.mime_type,
+        size=artifact.size,
+        description=description or describe(artifact),
+        annotations=Annotations(
+            audience=audience, priority=priority, last_modified=iso_utc(artifact.created_at)
+        ),
+        _meta={
+            ARTIFACT_META_KEY: {
+                "sha256": artifact.sha256,
+                "rangeTemplate": WINDOW_URI_TEMPLATE.replace("{artifact_id}", artifact.id),
+                "maxWindow": max_window,
+            }
+        },
+    )
+
+
+# -- tool results -------------------------------------------------------------------------------------------------
+
+
+async def _read_bytes(service: ArtifactService, caller: Caller, artifact: Artifact) -> bytes:
+    _, data = await service.read_all(caller, artifact.id, limit=max(artifact.size, 0))
+    return data
+
+
+async def image_block_for(
+    artifact: Artifact,
+    *,
+    service: ArtifactService,
+    caller: Caller,
+    inline_limit: int,
+    long_edge: int,
+    renditions: RenditionCache,
+) -> ImageContent | None:
+    """The image as an inline block within the pixel and byte budgets, or None when it must be linked."""
+    if artifact.mime_type not in INLINE_IMAGE_TYPES or artifact.size > MAX_DECODE_BYTES:
+        return None
+    media = artifact.media or {}
+    width, height = media.get("width"), media.get("height")
+    fits_pixels = isinstance(width, int) and isinstance(height, int) and max(width, height) <= long_edge
+    if fits_pixels and artifact.size <= inline_limit:
+        data = await _read_bytes(service, caller, artifact)
+        return ImageContent(data=base64.b64encode(data).decode("ascii"), mime_type=artifact.mime_type)
+    if fits_pixels:
+        # Already within the pixel budget: re-encoding would not make it cheaper for the model, only smaller.
+        return None
+    key = rendition_key(artifact.sha256, {"op": "fit_long_edge", "long_edge": long_edge})
+
+    async def compute() -> Rendition:
+        return await downscale_async(await _read_bytes(service, caller, artifact), long_edge)
+
+    try:
+        rendition = await renditions.get_or_create(key, compute)
+    except NotAnImage:
+        return None
+    if len(rendition.data) > inline_limit:
+        return None
+    return ImageContent(
+        data=base64.b64encode(rendition.data).decode("ascii"),
+        mime_type=rendition.mime_type,
+        _meta={
+            ARTIFACT_META_KEY: {"width": rendition.width, "height": rendition.height, "source": artifact.uri}
+        },
+    )
+
+
+_DEFAULT_RENDITIONS = RenditionCache()
+
+
+async def tool_result_for(
+    artifact: Artifact,
+    *,
+    summary: str | None = None,
+    service: ArtifactService,
+    caller: Caller,
+    inline_limit: int | None = None,
+    long_edge: int | None = None,
+    renditions: RenditionCache | None = None,
+    audience: list[Role] | None = None,
+) -> CallToolResult:
+    """``[text summary, image | audio | resource_link]`` for a stored artifact, by the seeds' rules.
+
+    The summary comes first (clients render and inject in order, and models without vision still get the facts);
+    then an inline image (downscaled to ``long_edge`` first) or audio block if it fits under ``inline_limit``,
+    else a ``resource_link`` with the size, so the host decides whether and which windows to read.
+    """
+    settings = service.settings
+    limit = settings.inline_limit if inline_limit is None else inline_limit
+    edge = settings.image_long_edge if long_edge is None else long_edge
+    text = summary or describe(artifact)
+    evidence: ContentBlock | None = None
+    if artifact.mime_type.startswith("image/"):
+        image = await image_block_for(
+            artifact,
+            service=service,
+            caller=caller,
+            inline_limit=limit,
+            long_edge=edge,
+            renditions=renditions or _DEFAULT_RENDITIONS,
+        )
+        if image is not None:
+            meta = (image.meta or {}).get(ARTIFACT_META_KEY, {})
+            w = meta.get("width") or artifact.media.get("width")
+            h = meta.get("height") or artifact.media.get("height")
+            if isinstance(w, int) and isinstance(h, int):
+                text += f"\n[image {w}x{h} px inline, about {estimate_image_tokens(w, h)} tokens; original: {artifact.uri}]"
+            evidence = image
+    elif artifact.mime_type in INLINE_AUDIO_TYPES and artifact.size <= limit:
+        data = await _read_bytes(service, caller, artifact)
+        evidence = AudioContent(data=base64.b64encode(data).decode("ascii"), mime_type=artifact.mime_type)
+    if evidence is None:
+        evidence = resource_link_for(artifact, audience=audience, max_window=settings.mcp_window_max)
+        text += (
+            f"\n[{describe(artifact)} stored as {artifact.uri}; read it with resources/read in windows of at most "
+            f"{settings.mcp_window_max} bytes: {artifact.uri}?offset=0&length={settings.mcp_window_max}]"
+        )
+    return CallToolResult(content=[TextContent(text=text), evidence])

@@ -1,0 +1,253 @@
+"""Serve the store's resources from another MCP server.
+
+A host sends ``resources/read`` for a ``resource_link`` to the server that returned the link, so a tool server
+that stores its products here must also answer for ``blobstore://`` URIs. :func:`embed_store` adds the store's
+``resources/list``, ``resources/templates/list`` and ``resources/read`` (and optionally the upload/read tools)
+to an existing low-level ``Server`` or ``MCPServer``, backed by the same disk or S3 store through an
+:class:`~blobstore.service.ArtifactService`. Handlers the server already has keep working: the server's own
+resources and tools are listed first, reads of other schemes go to its own handler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from mcp.server import MCPServer, Server, ServerRequestContext
+from mcp.server.lowlevel.server import HandlerEntry
+from mcp.types import (
+    CallToolRequestParams,
+    CallToolResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    ResourceLink,
+)
+from pydantic import BaseModel
+
+from blobstore.errors import InvalidRequest
+from blobstore.models import Artifact, Caller
+from blobstore.service import ArtifactService
+from mcp_resources.content import Role, resource_link_for, tool_result_for
+from mcp_resources.errors import to_mcp_error
+from mcp_resources.renditions import RenditionCache
+from mcp_resources.resources import DEFAULT_PAGE_SIZE, CallerResolver, StoreResources
+from mcp_resources.server import fixed_caller
+from mcp_resources.tools import StoreTools
+
+# Composite cursors: the host server's own pages first ("h:<its cursor>"), then the store's ("s:<our cursor>").
+_HOST: Final = "h:"
+_STORE: Final = "s:"
+
+
+@dataclass
+class EmbeddedStore:
+    """What a tool server keeps after embedding: store products and build tool results for them."""
+
+    service: ArtifactService
+    caller: CallerResolver
+    default_caller: Caller | None
+    resources: StoreResources
+    tools: StoreTools | None
+    renditions: RenditionCache = field(default_factory=RenditionCache)
+
+    def _who(self, caller: Caller | None) -> Caller:
+        chosen = caller or self.default_caller
+        if chosen is None:
+            raise ValueError("pass caller=: this store was embedded with a per-request caller resolver")
+        return chosen
+
+    async def put(
+        self,
+        data: bytes | AsyncIterable[bytes],
+        *,
+        name: str,
+        mime_type: str | None = None,
+        ttl_seconds: int | None = None,
+        metadata: dict[str, Any] | None = None,
+        caller: Caller | None = None,
+    ) -> Artifact:
+        """Store bytes (or a stream) as a new artifact."""
+
+        async def one(chunk: bytes) -> AsyncIterator[bytes]:
+            yield chunk
+
+        stream = one(data) if isinstance(data, bytes) else data
+        return await self.service.create_artifact(
+            self._who(caller),
+            stream,
+            name=name,
+            mime_type=mime_type,
+            ttl_seconds=ttl_seconds,
+            metadata=metadata,
+            expected_size=len(data) if isinstance(data, bytes) else None,
+        )
+
+    async def tool_result_for(
+        self,
+        artifact: Artifact,
+        *,
+        summary: str | None = None,
+        caller: Caller | None = None,
+        inline_limit: int | None = None,
+        long_edge: int | None = None,
+        audience: list[Role] | None = None,
+    ) -> CallToolResult:
+        return await tool_result_for(
+            artifact,
+            summary=summary,
+            service=self.service,
+            caller=self._who(caller),
+            inline_limit=inline_limit,
+            long_edge=long_edge,
+            renditions=self.renditions,
+            audience=audience,
+        )
+
+    def resource_link_for(self, artifact: Artifact, **options: Any) -> ResourceLink:
+        return resource_link_for(artifact, max_window=self.resources.max_window, **options)
+
+
+def _lowlevel(server: Server[Any] | MCPServer) -> Server[Any]:
+    if isinstance(server, MCPServer):
+        # MCPServer has no public accessor for its low-level server; the SDK's own Client reaches it the same way.
+        inner: Server[Any] = server._lowlevel_server
+        return inner
+    return server
+
+
+def _as(model: type[BaseModel], result: Any) -> Any:
+    return result if isinstance(result, model) else model.model_validate(result)
+
+
+def _split(params: PaginatedRequestParams | None) -> tuple[str, str | None]:
+    """Which part a composite cursor points into, and the part's own cursor."""
+    cursor = params.cursor if params is not None else None
+    if cursor is None:
+        return _HOST, None
+    if cursor.startswith(_HOST):
+        return _HOST, cursor[len(_HOST) :]
+    if cursor.startswith(_STORE):
+        return _STORE, cursor[len(_STORE) :] or None
+    raise to_mcp_error(InvalidRequest("invalid cursor"))
+
+
+def _with_cursor(params: PaginatedRequestParams | None, cursor: str | None) -> PaginatedRequestParams:
+    base = params or PaginatedRequestParams()
+    return base.model_copy(update={"cursor": cursor})
+
+
+def embed_store(
+    server: Server[Any] | MCPServer,
+    service: ArtifactService,
+    *,
+    caller: Caller | CallerResolver,
+    tools: bool = False,
+    page_size: int = DEFAULT_PAGE_SIZE,
+) -> EmbeddedStore:
+    """Register the store's resource handlers (and, with ``tools=True``, the upload/read tools) on ``server``.
+
+    ``caller`` is the principal the tool server stores and reads as (a fixed :class:`Caller`), or a resolver
+    from the request context when the host authenticates callers itself.
+    """
+    resolver = fixed_caller(caller) if isinstance(caller, Caller) else caller
+    resources = StoreResources(service, resolver, page_size=page_size)
+    store_tools = StoreTools(resources) if tools else None
+    low = _lowlevel(server)
+    _compose_resources(low, resources)
+    if store_tools is not None:
+        _compose_tools(low, store_tools)
+    return EmbeddedStore(
+        service=service,
+        caller=resolver,
+        default_caller=caller if isinstance(caller, Caller) else None,
+        resources=resources,
+        tools=store_tools,
+    )
+
+
+def _compose_resources(low: Server[Any], resources: StoreResources) -> None:
+    prev_list = low.get_request_handler("resources/list")
+    prev_templates = low.get_request_handler("resources/templates/list")
+    prev_read = low.get_request_handler("resources/read")
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListResourcesResult:
+        part, cursor = (
+            _split(params) if prev_list is not None else (_STORE, params.cursor if params else None)
+        )
+        if prev_list is None:
+            return await resources.list_resources(ctx, _with_cursor(params, cursor))
+        if part == _HOST:
+            theirs = _as(ListResourcesResult, await prev_list.handler(ctx, _with_cursor(params, cursor)))
+            if theirs.next_cursor is not None:
+                return theirs.model_copy(update={"next_cursor": _HOST + theirs.next_cursor})
+            ours = await resources.list_resources(ctx, _with_cursor(params, None))
+            merged = list(theirs.resources) + list(ours.resources)
+        else:
+            ours = await resources.list_resources(ctx, _with_cursor(params, cursor))
+            merged = list(ours.resources)
+        following = _STORE + ours.next_cursor if ours.next_cursor is not None else None
+        return ListResourcesResult(resources=merged, next_cursor=following, ttl_ms=0, cache_scope="private")
+
+    async def list_templates(
+        ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListResourceTemplatesResult:
+        if prev_templates is None:
+            return await resources.list_templates(ctx, params)
+        theirs = _as(ListResourceTemplatesResult, await prev_templates.handler(ctx, params))
+        if theirs.next_cursor is not None:
+            return theirs
+        ours = resources.templates()
+        return theirs.model_copy(update={"resource_templates": [*theirs.resource_templates, *ours]})
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
+    ) -> ReadResourceResult:
+        from mcp_resources.uris import is_store_uri
+
+        if is_store_uri(params.uri) or prev_read is None:
+            return await resources.read_resource(ctx, params)
+        return _as(ReadResourceResult, await prev_read.handler(ctx, params))  # type: ignore[no-any-return]
+
+    low.add_request_handler("resources/list", PaginatedRequestParams, list_resources)
+    low.add_request_handler("resources/templates/list", PaginatedRequestParams, list_templates)
+    low.add_request_handler("resources/read", ReadResourceRequestParams, read_resource)
+
+
+def _compose_tools(low: Server[Any], store_tools: StoreTools) -> None:
+    prev_list: HandlerEntry[Any] | None = low.get_request_handler("tools/list")
+    prev_call: HandlerEntry[Any] | None = low.get_request_handler("tools/call")
+    prev_schema = low.get_tool_input_schema
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        if prev_list is None:
+            return await store_tools.list_tools(ctx, params)
+        theirs = _as(ListToolsResult, await prev_list.handler(ctx, params))
+        if theirs.next_cursor is not None:
+            return theirs  # type: ignore[no-any-return]
+        return theirs.model_copy(update={"tools": [*theirs.tools, *store_tools.tools]})  # type: ignore[no-any-return]
+
+    async def call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> Any:
+        if store_tools.handles(params.name) or prev_call is None:
+            return await store_tools.call_tool(ctx, params)
+        return await prev_call.handler(ctx, params)
+
+    def input_schema(name: str) -> Any:
+        if store_tools.handles(name):
+            return store_tools.input_schema(name)
+        return prev_schema(name) if prev_schema is not None else None
+
+    low.add_request_handler("tools/list", PaginatedRequestParams, list_tools)
+    low.add_request_handler("tools/call", CallToolRequestParams, call_tool)
+    low.get_tool_input_schema = input_schema
+
+
+__all__ = ["EmbeddedStore", "embed_store"]

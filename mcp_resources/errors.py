@@ -1,0 +1,87 @@
+"""The one mapping from the error catalogue (:mod:`blobstore.errors`) to JSON-RPC errors.
+
+Every error the MCP edge reports goes through :func:`to_mcp_error`: ``code`` is the JSON-RPC number, ``message``
+the catalogue's safe message and ``data.reason`` the stable catalogue code, with the error's details in
+camelCase beside it. Anything that is not a :class:`~blobstore.errors.BlobstoreError` is reported as ``internal``
+without its text (and logged here, so nothing is swallowed).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+from mcp.shared.exceptions import MCPError
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
+
+from blobstore.errors import BlobstoreError, all_codes
+
+logger = logging.getLogger("mcp_resources")
+
+RESOURCE_NOT_FOUND_MESSAGE: Final = "Resource not found"
+
+# 2026-07-28 (SEP-2164) made "resource not found" -32602 with data.uri; client mistakes of every other kind are
+# invalid params too, so a model can read data.reason and correct the request. Server-side failures are -32603.
+JSONRPC_CODES: Final[dict[str, int]] = {
+    "invalid_request": INVALID_PARAMS,
+    "invalid_range": INVALID_PARAMS,
+    "range_not_satisfiable": INVALID_PARAMS,
+    "range_required": INVALID_PARAMS,
+    "chunk_size_invalid": INVALID_PARAMS,
+    "chunk_index_out_of_range": INVALID_PARAMS,
+    "checksum_mismatch": INVALID_PARAMS,
+    "digest_mismatch": INVALID_PARAMS,
+    "size_mismatch": INVALID_PARAMS,
+    "upload_incomplete": INVALID_PARAMS,
+    "not_found": INVALID_PARAMS,
+    "conflict": INVALID_PARAMS,
+    "chunk_conflict": INVALID_PARAMS,
+    "upload_not_open": INVALID_PARAMS,
+    "limit_exceeded": INVALID_PARAMS,
+    "too_large": INVALID_PARAMS,
+    "quota_exceeded": INVALID_PARAMS,
+    "too_many_uploads": INVALID_PARAMS,
+    "too_many_ranges": INVALID_PARAMS,
+    "unauthorized": INVALID_REQUEST,
+    "forbidden": INVALID_REQUEST,
+    "storage_full": INTERNAL_ERROR,
+    "storage_unavailable": INTERNAL_ERROR,
+    "corruption": INTERNAL_ERROR,
+    "internal": INTERNAL_ERROR,
+}
+
+
+def jsonrpc_code(code: str) -> int:
+    """The JSON-RPC number for a catalogue code (unknown codes are internal errors)."""
+    return JSONRPC_CODES.get(code, INTERNAL_ERROR)
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def error_data(exc: BlobstoreError, **extra: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {"reason": exc.code}
+    data.update({camel(key): value for key, value in exc.details.items()})
+    data.update({key: value for key, value in extra.items() if value is not None})
+    return data
+
+
+def to_mcp_error(exc: BaseException, *, uri: str | None = None, **extra: Any) -> MCPError:
+    """Translate any exception raised while serving a request into the error the client receives."""
+    if isinstance(exc, MCPError):
+        return exc
+    if not isinstance(exc, BlobstoreError):
+        logger.error("unexpected error while serving an MCP request", exc_info=exc)
+        return MCPError(INTERNAL_ERROR, "internal error", data={"reason": "internal"})
+    if exc.code == "not_found" and uri is not None:
+        return MCPError(INVALID_PARAMS, RESOURCE_NOT_FOUND_MESSAGE, data=error_data(exc, uri=uri, **extra))
+    if exc.code == "internal" or jsonrpc_code(exc.code) == INTERNAL_ERROR:
+        logger.error("storage error while serving an MCP request: %s", exc.code)
+    return MCPError(jsonrpc_code(exc.code), exc.message, data=error_data(exc, uri=uri, **extra))
+
+
+def unmapped_codes() -> set[str]:
+    """Catalogue codes without an explicit JSON-RPC number (the completeness test wants none)."""
+    return set(all_codes()) - set(JSONRPC_CODES)

@@ -1,0 +1,134 @@
+"""Streamable HTTP at ``/mcp``, mounted in the same ASGI app as the HTTP API.
+
+:class:`McpHttpExtension` satisfies the API's ``AppExtension`` protocol: ``app`` is a plain ASGI callable (it
+answers on whatever path the host routes to it) and ``lifespan(service)`` builds the MCP server for the opened
+service and runs the SDK's session manager for as long as the host app lives (a mounted sub-application's own
+lifespan never runs). The manager is stateless, so any replica can answer any request of either protocol era;
+the request-body limit admits one upload chunk (base64) plus the JSON around it; DNS-rebinding protection
+checks ``Host``/``Origin`` against the configured addresses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from mcp.server import ServerRequestContext
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
+from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from blobstore.config import Settings
+from blobstore.models import Caller
+from blobstore.service import ArtifactService
+from mcp_resources.server import create_server
+
+MCP_PATH: Final = "/mcp"
+JSON_ENVELOPE_BYTES: Final = 64 * 1024
+_LOOPBACK_HOSTS: Final = ("127.0.0.1", "localhost", "[::1]")
+_WILDCARD_HOSTS: Final = ("0.0.0.0", "::", "")
+
+
+def caller_for_request(request: Request | None, settings: Settings) -> Caller:
+    """The principal an MCP-over-HTTP request acts as.
+
+    The one hook for HTTP callers: today every request acts in ``settings.mcp_namespace``; bearer tokens
+    (namespace and scopes from the ``Authorization`` header) plug in here.
+    """
+    return Caller(namespace=settings.mcp_namespace, actor="mcp-http")
+
+
+def max_request_body(settings: Settings) -> int:
+    """Room for the largest upload chunk as base64 plus its JSON-RPC envelope, and never below the SDK default."""
+    chunk_b64 = 4 * -(-settings.mcp_chunk_max // 3)
+    return max(DEFAULT_MAX_REQUEST_BODY_SIZE, chunk_b64 + JSON_ENVELOPE_BYTES)
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings:
+    """Accept ``Host``/``Origin`` only for the addresses this server is reached at (DNS-rebinding protection).
+
+    Loopback names are always allowed; the bind host and the public URL's host are added. A server bound to all
+    interfaces without a public URL cannot know its names, so only then the check is left off (such a server
+    requires bearer tokens anyway).
+    """
+    hosts = [f"{name}:*" for name in _LOOPBACK_HOSTS] + list(_LOOPBACK_HOSTS)
+    origins = [f"http://{name}:*" for name in _LOOPBACK_HOSTS] + [
+        f"http://{name}" for name in _LOOPBACK_HOSTS
+    ]
+    bind = settings.host.strip("[]")
+    if bind not in _WILDCARD_HOSTS:
+        shown = f"[{bind}]" if ":" in bind else bind
+        hosts += [shown, f"{shown}:*"]
+        origins += [f"http://{shown}:*", f"https://{shown}:*", f"http://{shown}", f"https://{shown}"]
+    if settings.public_url:
+        public = urlsplit(settings.public_url)
+        if public.netloc:
+            hosts += [public.netloc, f"{public.hostname}:*"]
+            origins += [f"{public.scheme}://{public.netloc}"]
+    elif bind in _WILDCARD_HOSTS:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+class McpHttpExtension:
+    """The MCP streamable-HTTP endpoint as an extension of the HTTP API app."""
+
+    path: str = MCP_PATH
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        caller_for: Callable[[Request | None, Settings], Caller] = caller_for_request,
+    ) -> None:
+        self.settings = settings
+        self.caller_for = caller_for
+        self._manager: StreamableHTTPSessionManager | None = None
+        self._endpoint = _Endpoint(self)
+
+    def _resolve(self, ctx: ServerRequestContext[Any, Any]) -> Caller:
+        request = ctx.request if isinstance(ctx.request, Request) else None
+        return self.caller_for(request, self.settings)
+
+    @property
+    def app(self) -> ASGIApp:
+        return self._endpoint
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        manager = self._manager
+        if manager is None:
+            raise RuntimeError(
+                "the MCP session manager is not running: enter McpHttpExtension.lifespan() first"
+            )
+        await manager.handle_request(scope, receive, send)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, service: ArtifactService) -> AsyncIterator[None]:
+        server = create_server(service, caller_for=self._resolve)
+        manager = StreamableHTTPSessionManager(
+            app=server,
+            stateless=True,
+            security_settings=transport_security(self.settings),
+            max_request_body_size=max_request_body(self.settings),
+        )
+        async with manager.run():
+            self._manager = manager
+            try:
+                yield
+            finally:
+                self._manager = None
+
+
+class _Endpoint:
+    """An ASGI object rather than a bound method, so hosts may use it as a ``Route`` endpoint or a ``Mount``."""
+
+    def __init__(self, extension: McpHttpExtension) -> None:
+        self.extension = extension
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.extension._serve(scope, receive, send)

@@ -1,0 +1,196 @@
+"""Derived renditions (downscaled images), computed once per source, parameters and code version.
+
+The cache key is ``sha256(source digest + parameters + RENDITION_VERSION)``: the same downscale of the same bytes
+is computed once however many artifacts share those bytes, and bumping :data:`RENDITION_VERSION` when the
+rendering code changes invalidates every old product. Products are bytes, never base64 strings, and the
+in-memory store is bounded by total size; :class:`DirectoryRenditionStore` keeps them on disk (files 0600).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+import anyio
+from PIL import Image
+
+RENDITION_VERSION: Final = "1"
+DEFAULT_MEMORY_BYTES: Final = 64 * 1024 * 1024
+MAX_DECODE_PIXELS: Final = 80_000_000
+"""Refuse to decode larger images (Pillow's bomb warning starts near 89 MP; warnings are errors in tests)."""
+
+_THREADS = anyio.CapacityLimiter(4)
+
+
+@dataclass(frozen=True, slots=True)
+class Rendition:
+    data: bytes
+    mime_type: str
+    width: int
+    height: int
+
+
+def rendition_key(source_sha256: str, params: Mapping[str, Any], version: str = RENDITION_VERSION) -> str:
+    payload = json.dumps(
+        {"source": source_sha256, "params": dict(params), "version": version},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+class RenditionStore(Protocol):
+    async def get(self, key: str) -> Rendition | None: ...
+
+    async def put(self, key: str, rendition: Rendition) -> None: ...
+
+
+class MemoryRenditionStore:
+    """Least-recently-used products up to ``max_bytes`` in total."""
+
+    def __init__(self, max_bytes: int = DEFAULT_MEMORY_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[str, Rendition] = OrderedDict()
+        self._bytes = 0
+
+    async def get(self, key: str) -> Rendition | None:
+        found = self._items.get(key)
+        if found is not None:
+            self._items.move_to_end(key)
+        return found
+
+    async def put(self, key: str, rendition: Rendition) -> None:
+        if len(rendition.data) > self.max_bytes:
+            return
+        old = self._items.pop(key, None)
+        if old is not None:
+            self._bytes -= len(old.data)
+        self._items[key] = rendition
+        self._bytes += len(rendition.data)
+        while self._bytes > self.max_bytes:
+            _, evicted = self._items.popitem(last=False)
+            self._bytes -= len(evicted.data)
+
+
+def _write_private(path: Path, header: bytes, data: bytes) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(header + b"\n" + data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _read_private(path: Path) -> Rendition | None:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    header, _, data = raw.partition(b"\n")
+    facts = json.loads(header)
+    return Rendition(data=data, mime_type=facts["mime_type"], width=facts["width"], height=facts["height"])
+
+
+class DirectoryRenditionStore:
+    """Products as files ``<root>/<key[:2]>/<key>`` (directories 0700, files 0600); TTL cleanup sweeps by age."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / key
+
+    async def get(self, key: str) -> Rendition | None:
+        return await anyio.to_thread.run_sync(_read_private, self._path(key), limiter=_THREADS)
+
+    async def put(self, key: str, rendition: Rendition) -> None:
+        header = json.dumps(
+            {"mime_type": rendition.mime_type, "width": rendition.width, "height": rendition.height}
+        ).encode()
+        await anyio.to_thread.run_sync(
+            _write_private, self._path(key), header, rendition.data, limiter=_THREADS
+        )
+
+
+class RenditionCache:
+    """Single-flight get-or-compute over a :class:`RenditionStore`."""
+
+    def __init__(self, store: RenditionStore | None = None) -> None:
+        self.store: RenditionStore = store or MemoryRenditionStore()
+        self.computed = 0
+        """How many products were actually computed (not served from the store)."""
+        self._locks: dict[str, anyio.Lock] = {}
+
+    async def get_or_create(self, key: str, compute: Callable[[], Awaitable[Rendition]]) -> Rendition:
+        found = await self.store.get(key)
+        if found is not None:
+            return found
+        lock = self._locks.setdefault(key, anyio.Lock())
+        try:
+            async with lock:
+                found = await self.store.get(key)
+                if found is not None:
+                    return found
+                made = await compute()
+                self.computed += 1
+                await self.store.put(key, made)
+                return made
+        finally:
+            if not lock.locked() and lock.statistics().tasks_waiting == 0:
+                self._locks.pop(key, None)
+
+
+# -- images -------------------------------------------------------------------------------------------------------
+
+_KEEP_FORMATS: Final = {"PNG": "image/png", "JPEG": "image/jpeg"}
+
+
+class NotAnImage(Exception):
+    """Pillow could not decode the bytes, or they exceed :data:`MAX_DECODE_PIXELS`."""
+
+
+def downscale(data: bytes, long_edge: int) -> Rendition:
+    """Fit an image within ``long_edge`` pixels on its longer side (never upscale); PNG stays PNG, JPEG stays
+    JPEG, anything else becomes PNG. Blocking: run it in a worker thread."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            width, height = image.size
+            if width * height > MAX_DECODE_PIXELS:
+                raise NotAnImage("image has too many pixels to decode")
+            source_format = image.format or ""
+            scale = min(1.0, long_edge / max(width, height))
+            target = (max(1, round(width * scale)), max(1, round(height * scale)))
+            if source_format == "JPEG":
+                image.draft("RGB", target)
+            frame = image.convert("RGBA") if image.mode in {"P", "LA", "PA"} else image.copy()
+    except NotAnImage:
+        raise
+    except Exception as exc:  # any decoder failure: the caller links the original instead
+        raise NotAnImage("image could not be decoded") from exc
+    if frame.size != target:
+        frame = frame.resize(target, Image.Resampling.LANCZOS, reducing_gap=3.0)
+    mime = _KEEP_FORMATS.get(source_format, "image/png")
+    out = io.BytesIO()
+    if mime == "image/jpeg":
+        frame.convert("RGB").save(out, format="JPEG", quality=85, optimize=True)
+    else:
+        frame.save(out, format="PNG", optimize=True)
+    return Rendition(data=out.getvalue(), mime_type=mime, width=target[0], height=target[1])
+
+
+async def downscale_async(data: bytes, long_edge: int) -> Rendition:
+    return await anyio.to_thread.run_sync(downscale, data, long_edge, limiter=_THREADS)

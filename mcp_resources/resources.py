@@ -1,0 +1,242 @@
+"""The store as MCP resources: ``resources/list``, ``resources/templates/list`` and ``resources/read``.
+
+Transport-free: :class:`StoreResources` answers for a :class:`~blobstore.models.Caller` resolved from the request
+context, so the standalone server, the HTTP mount and servers that embed the store share one implementation.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Final
+
+from mcp.server import ServerRequestContext
+from mcp.types import (
+    Annotations,
+    BlobResourceContents,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    PaginatedRequestParams,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    Resource,
+    ResourceTemplate,
+    TextResourceContents,
+)
+
+from blobstore.errors import InvalidRequest, NotFound, RangeRequired
+from blobstore.models import Artifact, Caller
+from blobstore.ranges import Window
+from blobstore.service import ArtifactService
+from mcp_resources.content import describe, iso_utc, title_of
+from mcp_resources.errors import to_mcp_error
+from mcp_resources.uris import (
+    ARTIFACT_META_KEY,
+    WINDOW_META_KEY,
+    WINDOW_URI_TEMPLATE,
+    ArtifactRef,
+    parse_store_uri,
+    window_uri,
+)
+
+CallerResolver = Callable[[ServerRequestContext[Any, Any]], Caller]
+"""Who is asking, from the request context (HTTP request, or nothing on stdio and in memory)."""
+
+DEFAULT_PAGE_SIZE: Final = 100
+IMMUTABLE_TTL_MS: Final = 365 * 24 * 3600 * 1000
+"""An artifact's bytes never change, so a read stays fresh until the artifact expires (at most a year)."""
+TEMPLATES_TTL_MS: Final = 24 * 3600 * 1000
+
+_TEXT_TYPES: Final = frozenset(
+    {
+        "application/json",
+        "application/xml",
+        "application/javascript",
+        "application/x-ndjson",
+        "application/yaml",
+        "application/x-yaml",
+        "application/toml",
+        "application/sql",
+        "image/svg+xml",
+    }
+)
+
+
+def is_textual(mime_type: str) -> bool:
+    return mime_type.startswith("text/") or mime_type in _TEXT_TYPES or mime_type.endswith(("+json", "+xml"))
+
+
+def as_text(mime_type: str, data: bytes) -> str | None:
+    """The bytes as text when the type is textual and they are valid UTF-8; otherwise None (send a blob)."""
+    if not is_textual(mime_type):
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def window_description(inline_limit: int, max_window: int) -> str:
+    return (
+        "A byte window of a stored artifact. Without offset/length, resources/read returns the whole artifact "
+        f"only if it is at most {inline_limit} bytes (UTF-8 text as text, anything else base64 blob); a larger "
+        "one fails with error -32602, data.reason 'range_required', data.size and data.first (the URI of the "
+        "first window). With offset/length it returns bytes [offset, min(offset+length, size)) as a blob; "
+        f"length is clamped to {max_window} bytes and defaults to that maximum. offset == size returns an empty "
+        "blob with eof; offset > size is 'range_not_satisfiable'; non-numeric or negative values and length 0 "
+        f"are 'invalid_range'. The result's _meta['{WINDOW_META_KEY}'] gives offset, length, size, eof, sha256 "
+        "(of the whole artifact) and next (the URI of the following window, null at the end). Artifacts are "
+        "immutable: the same window always returns the same bytes."
+    )
+
+
+class StoreResources:
+    def __init__(
+        self,
+        service: ArtifactService,
+        caller_for: CallerResolver,
+        *,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> None:
+        if not 1 <= page_size <= 1000:
+            raise ValueError("page_size must be between 1 and 1000")
+        self.service = service
+        self.caller_for = caller_for
+        self.page_size = page_size
+
+    @property
+    def inline_limit(self) -> int:
+        return self.service.settings.inline_limit
+
+    @property
+    def max_window(self) -> int:
+        return self.service.settings.mcp_window_max
+
+    # -- listing ----------------------------------------------------------------------------------------------
+
+    def resource_for(self, artifact: Artifact) -> Resource:
+        meta: dict[str, Any] = {"sha256": artifact.sha256}
+        if artifact.expires_at is not None:
+            meta["expiresAt"] = iso_utc(artifact.expires_at)
+        return Resource(
+            uri=artifact.uri,
+            name=artifact.name,
+            title=title_of(artifact),
+            description=describe(artifact),
+            mime_type=artifact.mime_type,
+            size=artifact.size,
+            annotations=Annotations(last_modified=iso_utc(artifact.created_at)),
+            _meta={ARTIFACT_META_KEY: meta},
+        )
+
+    async def list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListResourcesResult:
+        cursor = params.cursor if params is not None else None
+        try:
+            page = await self.service.list_artifacts(
+                self.caller_for(ctx), limit=self.page_size, cursor=cursor
+            )
+        except Exception as exc:
+            raise to_mcp_error(exc) from None
+        return ListResourcesResult(
+            resources=[self.resource_for(a) for a in page.items],
+            next_cursor=page.next_cursor,
+            ttl_ms=0,
+            cache_scope="private",
+        )
+
+    def templates(self) -> list[ResourceTemplate]:
+        return [
+            ResourceTemplate(
+                name="artifact-window",
+                title="Artifact byte window",
+                uri_template=WINDOW_URI_TEMPLATE,
+                description=window_description(self.inline_limit, self.max_window),
+            )
+        ]
+
+    async def list_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListResourceTemplatesResult:
+        if params is not None and params.cursor is not None:
+            raise to_mcp_error(InvalidRequest("invalid cursor"))
+        return ListResourceTemplatesResult(
+            resource_templates=self.templates(), ttl_ms=TEMPLATES_TTL_MS, cache_scope="public"
+        )
+
+    # -- reading ----------------------------------------------------------------------------------------------
+
+    async def read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
+    ) -> ReadResourceResult:
+        return await self.read(self.caller_for(ctx), params.uri)
+
+    async def read(self, caller: Caller, uri: str) -> ReadResourceResult:
+        """Read a store URI for ``caller``; every failure is an ``MCPError`` carrying ``data.uri``."""
+        try:
+            ref = parse_store_uri(uri)
+            if ref is None:
+                raise NotFound()
+            if ref.has_window:
+                return await self._read_window(caller, uri, ref)
+            return await self._read_whole(caller, uri, ref)
+        except Exception as exc:
+            raise to_mcp_error(exc, uri=uri) from None
+
+    def _ttl_ms(self, artifact: Artifact) -> int:
+        if artifact.expires_at is None:
+            return IMMUTABLE_TTL_MS
+        left = (artifact.expires_at - self.service.clock()).total_seconds() * 1000
+        return max(0, min(IMMUTABLE_TTL_MS, int(left)))
+
+    def _meta(self, artifact: Artifact, win: Window, data: bytes, next_uri: str | None) -> dict[str, Any]:
+        return {
+            WINDOW_META_KEY: {
+                "offset": win.offset,
+                "length": len(data),
+                "size": win.size,
+                "eof": win.eof,
+                "sha256": artifact.sha256,
+                "windowSha256": hashlib.sha256(data).hexdigest(),
+                "next": next_uri,
+            }
+        }
+
+    async def _read_whole(self, caller: Caller, uri: str, ref: ArtifactRef) -> ReadResourceResult:
+        artifact, blob = await self.service.open_artifact(caller, ref.artifact_id)
+        if artifact.size > self.inline_limit:
+            first = window_uri(artifact.id, 0, min(self.max_window, artifact.size))
+            raise RangeRequired(
+                f"artifact is {artifact.size} bytes, more than the {self.inline_limit}-byte inline limit; read it in "
+                f"windows of at most {self.max_window} bytes, starting with {first}",
+                size=artifact.size,
+                max_window=self.max_window,
+                inline_limit=self.inline_limit,
+                first=first,
+                range_template=WINDOW_URI_TEMPLATE,
+            )
+        data = b"".join([piece async for piece in self.service.stream(blob)])
+        meta = self._meta(artifact, Window(0, len(data), artifact.size), data, None)
+        text = as_text(artifact.mime_type, data)
+        contents: TextResourceContents | BlobResourceContents
+        if text is not None:
+            contents = TextResourceContents(uri=uri, mime_type=artifact.mime_type, text=text, _meta=meta)
+        else:
+            blob64 = base64.b64encode(data).decode("ascii")
+            contents = BlobResourceContents(uri=uri, mime_type=artifact.mime_type, blob=blob64, _meta=meta)
+        return ReadResourceResult(contents=[contents], ttl_ms=self._ttl_ms(artifact), cache_scope="private")
+
+    async def _read_window(self, caller: Caller, uri: str, ref: ArtifactRef) -> ReadResourceResult:
+        artifact, win, data = await self.service.read_window(caller, ref.artifact_id, ref.offset, ref.length)
+        step = min(ref.length or self.max_window, self.max_window)
+        next_uri = None if win.eof else window_uri(artifact.id, win.end, step)
+        contents = BlobResourceContents(
+            uri=uri,
+            mime_type=artifact.mime_type,
+            blob=base64.b64encode(data).decode("ascii"),
+            _meta=self._meta(artifact, win, data, next_uri),
+        )
+        return ReadResourceResult(contents=[contents], ttl_ms=self._ttl_ms(artifact), cache_scope="private")

@@ -1,0 +1,73 @@
+"""An app over a real service (memory storage, SQLite in ``tmp_path``), driven in-process."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from blobstore.api import create_app
+from blobstore.config import Settings
+from blobstore.runtime import open_service
+from blobstore.service import ArtifactService
+
+SMALL_LIMITS: dict[str, Any] = {
+    "min_chunk_size": 16,
+    "default_chunk_size": 1024,
+    "max_chunk_size": 64 * 1024,
+    "storage_chunk_size": 4096,
+    "max_ranges": 8,
+    "max_json_body": 4096,
+    "mcp_window_max": 2048,
+}
+
+
+def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "data_dir": tmp_path / "data",
+        "storage_url": "memory://",
+        "database_url": f"sqlite+aiosqlite:///{tmp_path / 'metadata.sqlite3'}",
+        **SMALL_LIMITS,
+        **overrides,
+    }
+    return Settings(**values)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return make_settings(tmp_path)
+
+
+@pytest.fixture
+async def service(settings: Settings) -> AsyncIterator[ArtifactService]:
+    async with open_service(settings, server=False) as opened:
+        yield opened
+
+
+@pytest.fixture
+async def client(settings: Settings, service: ArtifactService) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(settings, service=service)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
+    ):
+        yield http
+
+
+Uploader = Callable[..., Awaitable[dict[str, Any]]]
+
+
+@pytest.fixture
+def upload(client: httpx.AsyncClient) -> Uploader:
+    """Store bytes as an artifact through the raw-body endpoint; returns the artifact JSON."""
+
+    async def store(data: bytes, name: str = "blob.bin", **params: Any) -> dict[str, Any]:
+        response = await client.post("/v1/artifacts", params={"name": name, **params}, content=data)
+        assert response.status_code == 201, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+    return store

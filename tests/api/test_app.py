@@ -1,0 +1,58 @@
+"""The app factory: extensions get the running service and are mounted at their path."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+import httpx
+from starlette.responses import PlainTextResponse
+from starlette.types import Receive, Scope, Send
+
+from blobstore.api import create_app
+from blobstore.config import Settings
+from blobstore.service import ArtifactService
+
+
+class RecordingExtension:
+    path = "/ext"
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self.service: ArtifactService | None = None
+
+    async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await PlainTextResponse(f"mounted {scope['path']}")(scope, receive, send)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, service: ArtifactService) -> AsyncIterator[None]:
+        self.service = service
+        self.events.append("enter")
+        yield
+        self.events.append("exit")
+
+
+async def test_extension_lifespan_gets_the_service_and_its_app_is_mounted(
+    settings: Settings, service: ArtifactService
+) -> None:
+    extension = RecordingExtension()
+    app = create_app(settings, service=service, extensions=[extension])
+    async with app.router.lifespan_context(app):
+        assert extension.events == ["enter"]
+        assert extension.service is service
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+            response = await http.get("/ext/anything")
+        assert response.text.startswith("mounted")
+    assert extension.events == ["enter", "exit"]
+    assert not hasattr(app.state, "blobstore")
+
+
+async def test_lifespan_opens_and_closes_its_own_service(settings: Settings) -> None:
+    app = create_app(settings)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http,
+    ):
+        created = await http.post("/v1/artifacts", params={"name": "a"}, content=b"abc")
+        assert created.status_code == 201
+    assert not hasattr(app.state, "blobstore")

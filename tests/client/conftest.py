@@ -1,0 +1,73 @@
+"""The client against a real app and service (memory storage, SQLite in ``tmp_path``) driven in-process.
+
+Requests pass through :class:`FaultyTransport`, which records them and injects network faults on demand.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from blobstore.api import create_app
+from blobstore.client import AsyncBlobstoreClient, RetryPolicy, UploadStateStore
+from blobstore.config import Settings
+from tests.client.faults import FaultyTransport
+
+CHUNK = 1024
+FAST_RETRY = RetryPolicy(attempts=3, base_delay=0.0, max_delay=0.0)
+
+
+def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "data_dir": tmp_path / "data",
+        "storage_url": "memory://",
+        "database_url": f"sqlite+aiosqlite:///{tmp_path / 'metadata.sqlite3'}",
+        "min_chunk_size": 16,
+        "default_chunk_size": CHUNK,
+        "max_chunk_size": 64 * 1024,
+        "storage_chunk_size": 4096,
+        **overrides,
+    }
+    return Settings(**values)
+
+
+@pytest.fixture
+async def transport(tmp_path: Path) -> AsyncIterator[FaultyTransport]:
+    app = create_app(make_settings(tmp_path))
+    async with app.router.lifespan_context(app):
+        yield FaultyTransport(httpx.ASGITransport(app=app))
+
+
+@pytest.fixture
+def state_store(tmp_path: Path) -> UploadStateStore:
+    return UploadStateStore(tmp_path / "cache" / "uploads")
+
+
+ClientFactory = Callable[..., AsyncBlobstoreClient]
+
+
+@pytest.fixture
+def make_client(transport: FaultyTransport, state_store: UploadStateStore) -> ClientFactory:
+    def make(**options: Any) -> AsyncBlobstoreClient:
+        values: dict[str, Any] = {"transport": transport, "state_store": state_store, "retry": FAST_RETRY}
+        values.update(options)
+        return AsyncBlobstoreClient("http://testserver", **values)
+
+    return make
+
+
+@pytest.fixture
+async def client(make_client: ClientFactory) -> AsyncIterator[AsyncBlobstoreClient]:
+    async with make_client() as opened:
+        yield opened
+
+
+def write_random(path: Path, size: int) -> bytes:
+    data = os.urandom(size)
+    path.write_bytes(data)
+    return data

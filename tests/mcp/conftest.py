@@ -1,0 +1,217 @@
+"""Fixtures for the MCP edge: a populated data directory, a real HTTP server over it, and MCP clients on every
+transport (in memory in both protocol eras, streamable HTTP in both eras, and stdio)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import sqlalchemy as sa
+import httpx
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from blobstore.config import Settings
+from blobstore.ids import new_artifact_id
+from blobstore.metadata.repository import NewArtifact
+from blobstore.metadata.tables import artifacts
+from blobstore.models import Artifact, Caller
+from blobstore.runtime import open_service
+from blobstore.service import ArtifactService
+from mcp_resources.server import create_server, fixed_caller
+
+NAMESPACE = "default"
+CALLER = Caller(namespace=NAMESPACE)
+BULK = 2_500
+BIG_SIZE = 20 * 1024 * 1024
+SSE_EVENT_LIMIT = 4 * 1024 * 1024
+TRANSPORTS = ["memory", "memory-legacy", "http", "http-legacy", "stdio"]
+
+
+async def chunks(data: bytes, size: int = 1 << 20) -> AsyncIterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+    if not data:
+        yield b""
+
+
+async def put(
+    service: ArtifactService, data: bytes, name: str, mime_type: str | None = None, caller: Caller = CALLER
+) -> Artifact:
+    return await service.create_artifact(caller, chunks(data), name=name, mime_type=mime_type)
+
+
+@dataclass
+class Dataset:
+    settings: Settings
+    bulk_ids: list[str]
+    big: Artifact
+    big_bytes: bytes
+    text: Artifact
+    text_body: str
+    medium: Artifact
+    empty: Artifact
+    foreign: Artifact
+    expired_id: str
+
+
+async def _populate(settings: Settings) -> Dataset:
+    async with open_service(settings) as service:
+        # The bulk listing set shares one blob and goes straight to the repository: 2,500 rows, one file.
+        seed = await put(service, b"bulk item\n", "bulk-seed.txt", "text/plain")
+        # One multi-row insert (one transaction, one fsync) through the repository's engine and tables.
+        now = service.clock()
+        rows = [
+            {
+                "id": new_artifact_id(),
+                "namespace": NAMESPACE,
+                "name": f"bulk-{i:04d}.txt",
+                "mime_type": "text/plain",
+                "size": seed.size,
+                "sha256": seed.sha256,
+                "blob_id": seed.blob_id,
+                "created_at": now + timedelta(microseconds=i),
+                "expires_at": now + timedelta(days=1),
+                "pinned": False,
+                "user_metadata": {},
+                "media": {},
+            }
+            for i in range(1, BULK)
+        ]
+        async with service.repo.engine.begin() as conn:
+            await conn.execute(sa.insert(artifacts), rows)
+        bulk_ids = [seed.id] + [row["id"] for row in rows]
+        big_bytes = random.Random(20).randbytes(BIG_SIZE)
+        big = await put(service, big_bytes, "big.bin", "application/octet-stream")
+        text_body = "Grüße, artifact store!\n" * 40
+        text = await put(service, text_body.encode(), "notes.txt", "text/plain")
+        medium = await put(
+            service, random.Random(1).randbytes(600 * 1024), "medium.bin", "application/octet-stream"
+        )
+        empty = await put(service, b"", "empty.bin", "application/octet-stream")
+        foreign = await put(
+            service, b"not yours", "foreign.txt", "text/plain", caller=Caller(namespace="other")
+        )
+        expired = NewArtifact(
+            id=new_artifact_id(),
+            namespace=NAMESPACE,
+            name="expired.txt",
+            mime_type="text/plain",
+            created_at=service.clock() - timedelta(hours=2),
+            expires_at=service.clock() - timedelta(hours=1),
+            pinned=False,
+            metadata={},
+            media={},
+        )
+        record = await service.get_blob_record(seed.blob_id)
+        assert record is not None
+        expired_id = (await service.repo.commit_artifact(blob=record.info, artifact=expired)).artifact.id
+    return Dataset(settings, bulk_ids, big, big_bytes, text, text_body, medium, empty, foreign, expired_id)
+
+
+@pytest.fixture(scope="session")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Dataset:
+    settings = Settings(data_dir=tmp_path_factory.mktemp("mcp-data"))
+    return anyio.run(_populate, settings)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="session")
+def http_base(dataset: Dataset) -> Iterator[str]:
+    """The real composition root (``blobstore.asgi``) under uvicorn in a subprocess, over the dataset."""
+    port = free_port()
+    env = {**os.environ, "BLOBSTORE_DATA_DIR": str(dataset.settings.data_dir), "BLOBSTORE_PORT": str(port)}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--factory",
+            "blobstore.asgi:app_from_env",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--lifespan",
+            "on",
+        ],
+        env=env,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the HTTP server did not start")
+            time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def blobstore_command() -> str:
+    return str(Path(sys.executable).with_name("blobstore"))
+
+
+@contextlib.asynccontextmanager
+async def connect(
+    transport: str, dataset: Dataset, request: pytest.FixtureRequest, **options: Any
+) -> AsyncIterator[Client]:
+    """An official-SDK client to the store over ``transport``."""
+    if transport.startswith("memory"):
+        async with open_service(dataset.settings) as service:
+            server = create_server(service, caller_for=fixed_caller(CALLER))
+            mode = "legacy" if transport.endswith("legacy") else "auto"
+            async with Client(server, mode=mode, **options) as client:
+                yield client
+    elif transport.startswith("http"):
+        base = request.getfixturevalue("http_base")
+        if transport.endswith("legacy"):
+            # Handshake-era responses stream as SSE, and the SDK client caps one event at 1 MiB by default:
+            # a 1 MiB window is about 1.4 MiB of base64 (docs/mcp.md, "Clients").
+            legacy = streamable_http_client(f"{base}/mcp", max_sse_event_size=SSE_EVENT_LIMIT)
+            async with Client(legacy, mode="legacy", **options) as client:
+                yield client
+        else:
+            async with Client(f"{base}/mcp", **options) as client:
+                yield client
+    elif transport == "stdio":
+        params = StdioServerParameters(
+            command=blobstore_command(),
+            args=["mcp", "--data-dir", str(dataset.settings.data_dir), "--namespace", NAMESPACE],
+        )
+        async with Client(params, **options) as client:
+            yield client
+    else:
+        raise AssertionError(transport)
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest) -> str:
+    return str(request.param)

@@ -1,0 +1,139 @@
+"""Embedding into another server, the error mapping, and the HTTP mount's limits."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from mcp import Client
+from mcp.server import MCPServer
+
+from blobstore.config import Settings
+from blobstore.errors import all_codes
+from blobstore.models import Caller
+from blobstore.runtime import open_service
+from blobstore.service import ArtifactService
+from mcp_resources.embed import embed_store
+from mcp_resources.errors import unmapped_codes
+from mcp_resources.http import max_request_body, transport_security
+from tests.mcp.conftest import put
+
+CALLER = Caller(namespace="embedded")
+
+
+@pytest.fixture
+async def service(tmp_path: Path) -> AsyncIterator[ArtifactService]:
+    async with open_service(Settings(data_dir=tmp_path, storage_url="memory://")) as svc:
+        yield svc
+
+
+def host_server() -> MCPServer:
+    mcp = MCPServer("host")
+
+    @mcp.resource("notes://today", mime_type="text/plain")
+    def today() -> str:
+        return "own resource"
+
+    @mcp.tool()
+    def ping() -> str:
+        """Answer pong."""
+        return "pong"
+
+    return mcp
+
+
+async def test_embedded_store_serves_beside_the_hosts_own_resources_and_tools(
+    service: ArtifactService,
+) -> None:
+    ids = [
+        (await put(service, f"item {i}".encode(), f"i{i}.txt", "text/plain", caller=CALLER)).id
+        for i in range(7)
+    ]
+    mcp = host_server()
+    embed_store(mcp, service, caller=CALLER, tools=True, page_size=3)
+    async with Client(mcp) as client:
+        uris: list[str] = []
+        cursor = None
+        while True:
+            page = await client.list_resources(cursor=cursor)
+            uris.extend(r.uri for r in page.resources)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        templates = [t.uri_template for t in (await client.list_resource_templates()).resource_templates]
+        own = await client.read_resource("notes://today")
+        stored = await client.read_resource(f"blobstore://artifacts/{ids[0]}")
+        tools = {t.name for t in (await client.list_tools()).tools}
+        pong = await client.call_tool("ping", {})
+    assert uris[0] == "notes://today"
+    assert sorted(uris[1:]) == sorted(f"blobstore://artifacts/{i}" for i in ids)
+    assert len(uris) == len(set(uris))
+    assert "blobstore://artifacts/{artifact_id}{?offset,length}" in templates
+    assert own.contents[0].text == "own resource"  # type: ignore[union-attr]
+    assert stored.contents[0].text == "item 0"  # type: ignore[union-attr]
+    assert {"ping", "upload_begin", "read_artifact"} <= tools
+    assert pong.content[0].text == "pong"  # type: ignore[union-attr]
+
+
+async def test_embedded_store_reads_only_its_callers_artifacts(service: ArtifactService) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    other = await put(service, b"secret", "s.txt", "text/plain", caller=Caller(namespace="someone-else"))
+    mcp = host_server()
+    embed_store(mcp, service, caller=CALLER)
+    async with Client(mcp) as client:
+        with pytest.raises(MCPError) as caught:
+            await client.read_resource(other.uri)
+    assert (caught.value.code, caught.value.message, caught.value.data["uri"]) == (
+        -32602,
+        "Resource not found",
+        other.uri,
+    )
+
+
+def test_every_catalogue_code_has_a_jsonrpc_mapping() -> None:
+    assert all_codes()
+    assert unmapped_codes() == set()
+
+
+def test_request_limit_admits_one_base64_chunk_with_its_envelope() -> None:
+    settings = Settings(mcp_chunk_max=3 * 1024 * 1024)
+    assert max_request_body(settings) >= 4 * 1024 * 1024 + 64 * 1024
+    assert max_request_body(Settings()) == 4 * 1024 * 1024
+
+
+def test_rebinding_protection_allows_configured_names_only() -> None:
+    public = transport_security(Settings(host="0.0.0.0", public_url="https://store.example.com"))
+    assert public.enable_dns_rebinding_protection
+    assert "store.example.com" in public.allowed_hosts
+    assert "https://store.example.com" in public.allowed_origins
+    assert transport_security(Settings()).enable_dns_rebinding_protection
+
+
+def _initialize(padding: int = 0) -> bytes:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+            "_meta": {"pad": "x" * padding},
+        },
+    }
+    return json.dumps(body).encode()
+
+
+async def test_http_mount_refuses_foreign_hosts_and_oversized_bodies(http_base: str) -> None:
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(base_url=http_base) as http:
+        ok = await http.post("/mcp", content=_initialize(), headers=headers)
+        rebound = await http.post("/mcp", content=_initialize(), headers={**headers, "Host": "evil.example"})
+        huge = await http.post("/mcp", content=_initialize(padding=5 * 1024 * 1024), headers=headers)
+    assert ok.status_code == 200
+    assert rebound.status_code == 421
+    assert huge.status_code == 413

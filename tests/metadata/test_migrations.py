@@ -1,0 +1,111 @@
+"""Alembic migrations create exactly ``blobstore.metadata.tables`` on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+
+import blobstore
+from blobstore.metadata import migrate
+from blobstore.metadata.engine import create_engine
+from blobstore.metadata.tables import metadata
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'fresh.db'}"
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+async def schema_drift(url: str) -> Sequence[Any]:
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as conn:
+            return await conn.run_sync(
+                lambda sync_conn: compare_metadata(
+                    MigrationContext.configure(
+                        sync_conn, opts={"compare_type": True, "compare_server_default": True}
+                    ),
+                    metadata,
+                )
+            )
+    finally:
+        await engine.dispose()
+
+
+async def table_names(url: str) -> set[str]:
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as conn:
+            return set(await conn.run_sync(lambda sync_conn: sa.inspect(sync_conn).get_table_names()))
+    finally:
+        await engine.dispose()
+
+
+async def test_upgrade_brings_an_empty_database_to_head(empty_database_url: str) -> None:
+    assert await migrate.current_revision_async(empty_database_url) is None
+
+    await migrate.upgrade_async(empty_database_url)
+
+    assert await migrate.current_revision_async(empty_database_url) == migrate.head_revision()
+    assert await table_names(empty_database_url) == set(metadata.tables) | {"alembic_version"}
+
+
+async def test_migrated_schema_has_no_drift_from_the_tables(empty_database_url: str) -> None:
+    await migrate.upgrade_async(empty_database_url)
+
+    assert await schema_drift(empty_database_url) == []
+
+
+async def test_drift_check_notices_a_missing_index(empty_database_url: str) -> None:
+    await migrate.upgrade_async(empty_database_url)
+    engine = create_engine(empty_database_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(sa.text("DROP INDEX uq_blobs_sha256_live"))
+    finally:
+        await engine.dispose()
+
+    drift = await schema_drift(empty_database_url)
+
+    assert [(op[0], op[1].name) for op in drift] == [("add_index", "uq_blobs_sha256_live")]
+
+
+async def test_upgrading_twice_changes_nothing(empty_database_url: str) -> None:
+    await migrate.upgrade_async(empty_database_url)
+    await migrate.upgrade_async(empty_database_url)
+
+    assert await schema_drift(empty_database_url) == []
+
+
+@pytest.mark.postgres
+def test_replicas_migrating_at_once_both_succeed(pg_url: str) -> None:
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        for future in [pool.submit(migrate.upgrade, pg_url) for _ in range(3)]:
+            future.result()
+
+    assert migrate.current_revision(pg_url) == migrate.head_revision()
+
+
+def test_sync_upgrade_and_current_revision_work_outside_an_event_loop(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'sync.db'}"
+
+    migrate.upgrade(url)
+
+    assert migrate.current_revision(url) == migrate.head_revision()
+
+
+def test_migrations_ship_inside_the_package() -> None:
+    package_dir = Path(blobstore.__file__).resolve().parent
+    assert migrate.MIGRATIONS_DIR.is_relative_to(package_dir)
+    assert (migrate.MIGRATIONS_DIR / "env.py").is_file()
+    assert (migrate.MIGRATIONS_DIR / "script.py.mako").is_file()
