@@ -28,9 +28,11 @@ presigned URL handed out before a delete, or a write between publishing and comm
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
@@ -157,6 +159,7 @@ class Cleanup:
         self.dry_run = dry_run
         self.batch_size = batch_size
         self.progress = progress
+        self._due_cache: tuple[datetime, dict[str, int]] | None = None
 
     async def run(self, steps: Sequence[Step] = STEPS) -> CleanupReport:
         report = CleanupReport(self.dry_run, int(self.grace.total_seconds()), self.service.clock())
@@ -182,6 +185,14 @@ class Cleanup:
                 report.steps.append(result)
         return report
 
+    async def _due(self, now: datetime) -> dict[str, int]:
+        """What is due, for a dry run's figures and a progress bar's totals; a plain run does without."""
+        if not self.dry_run and self.progress is None:
+            return {}
+        if self._due_cache is None or self._due_cache[0] != now:
+            self._due_cache = (now, await self.repo.cleanup_due(now=now, older_than=now - self.grace))
+        return self._due_cache[1]
+
     def _started(self, step: Step, total: int | None) -> None:
         if self.progress is not None:
             self.progress.step_started(step, total)
@@ -195,8 +206,8 @@ class Cleanup:
     async def expire(self) -> StepResult:
         result = StepResult("expire")
         now = self.service.clock()
-        due = await self.repo.cleanup_due(now=now, older_than=now - self.grace)
-        self._started("expire", due["expired_artifacts"])
+        due = await self._due(now)
+        self._started("expire", due.get("expired_artifacts"))
         if self.dry_run:
             result.items = due["expired_artifacts"]
             result.bytes = due["expired_artifact_bytes"]
@@ -227,8 +238,8 @@ class Cleanup:
     async def purge_uploads(self) -> StepResult:
         result = StepResult("uploads")
         now = self.service.clock()
-        due = await self.repo.cleanup_due(now=now, older_than=now - self.grace)
-        self._started("uploads", due["expired_uploads"])
+        due = await self._due(now)
+        self._started("uploads", due.get("expired_uploads"))
         if self.dry_run:
             result.items = due["expired_uploads"]
             await self._staging_leftovers(now, result)
@@ -305,8 +316,8 @@ class Cleanup:
         result = StepResult("blobs")
         now = self.service.clock()
         older_than = now - self.grace
-        due = await self.repo.cleanup_due(now=now, older_than=older_than)
-        self._started("blobs", due["blobs_due"])
+        due = await self._due(now)
+        self._started("blobs", due.get("blobs_due"))
         if self.dry_run:
             result.items = due["blobs_due"]
             result.bytes = due["blob_bytes_due"]
@@ -423,3 +434,25 @@ async def run_periodic_cleanup(
             logger.error("periodic cleanup failed: %s", type(exc).__name__)
             continue
         logger.info("periodic cleanup freed %d items, %d bytes", report.items, report.bytes)
+
+
+@contextlib.asynccontextmanager
+async def periodic_cleanup(
+    service: ArtifactService, interval: float | None, *, grace_seconds: int | None = None
+) -> AsyncIterator[None]:
+    """Run :func:`run_periodic_cleanup` in the background for the duration of the block (no-op for None).
+
+    For a server lifespan: ``await stack.enter_async_context(periodic_cleanup(service,
+    settings.cleanup_interval_seconds))``.
+    """
+    if interval is None:
+        yield
+        return
+    async with anyio.create_task_group() as group:
+        group.start_soon(
+            functools.partial(run_periodic_cleanup, service, interval, grace_seconds=grace_seconds)
+        )
+        try:
+            yield
+        finally:
+            group.cancel_scope.cancel()

@@ -125,10 +125,11 @@ class HashingWriter:
                 self._chunk.reset()
                 self._chunk_fill = 0
 
-    def finish(self, *, expected_sha256: str | None = None) -> StreamDigest:
+    def finish(self, *, expected_size: int | None = None, expected_sha256: str | None = None) -> StreamDigest:
         """Close the stream: check the declared size and digest, return the digests."""
-        if self.expected_size is not None and self.size != self.expected_size:
-            raise SizeMismatch(expected_size=self.expected_size, size=self.size)
+        for claimed in (self.expected_size, expected_size):
+            if claimed is not None and self.size != claimed:
+                raise SizeMismatch(expected_size=claimed, size=self.size)
         digest = self._sha.hexdigest()
         if expected_sha256 is not None and digest != normalize_sha256(expected_sha256):
             raise DigestMismatch()

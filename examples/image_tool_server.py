@@ -1,7 +1,8 @@
 """An MCP tool server that renders a PNG, stores it in the artifact store and returns tool_result_for(...).
 
-Run it as a stdio server (host config: command ``python``, args ``["examples/image_tool_server.py"]``); it uses
-the store configured by ``BLOBSTORE_*`` variables, so ``blobstore serve`` and ``blobstore mcp`` see the same PNGs.
+Run it as a stdio server (host config: command ``python``, args ``["examples/image_tool_server.py"]``); it
+uses the store configured by ``BLOBSTORE_*`` variables, so ``blobstore serve`` and ``blobstore mcp`` see the
+same PNGs.
 """
 
 from __future__ import annotations

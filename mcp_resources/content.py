@@ -1,9 +1,10 @@
 """Tool-result helpers for tool-server authors: give a reference, not the content; give text, not pixels.
 
-:func:`tool_result_for` builds ``[text summary, evidence]`` where the evidence is an inline ``image``/``audio``
-block when it fits under the inline limit (512 KiB default) and a ``resource_link`` otherwise. Images are first
-downscaled to the long-edge budget (1024 px default), because image tokens follow decoded pixels, not bytes: a
-recompressed 4K screenshot costs as much as the original. Downscales are cached by
+:func:`tool_result_for` builds ``[text summary, evidence]`` where the evidence is an inline
+``image``/``audio`` block when it fits under the inline limit (512 KiB default) and a ``resource_link``
+otherwise. Images are first downscaled to the long-edge budget (1024 px default), because image tokens follow
+decoded pixels, not bytes: a recompressed 4K screenshot costs as much as the original. Downscales are cached
+by
 ``sha256(source digest + parameters + version)`` (:mod:`mcp_resources.renditions`).
 """
 
@@ -53,11 +54,11 @@ INLINE_AUDIO_TYPES: Final = frozenset(
 
 Role = Literal["user", "assistant"]
 
-# -- image token estimate -----------------------------------------------------------------------------------------
+# -- image token estimate -------------------------------------------------------------------------------
 
 TOKEN_TILE_PX: Final = 28
-"""Edge of one vision tile. 28 x 28 px = 784 px per token, close to the published "tokens ~ width x height / 750"
-rule for Claude-style vision encoders."""
+"""Edge of one vision tile. 28 x 28 px = 784 px per token, close to the published
+"tokens ~ width x height / 750" rule for Claude-style vision encoders."""
 TOKENS_PER_TILE: Final = 1
 TOKEN_BASE: Final = 0
 """Fixed overhead per image; zero for the tile-per-token encoders these constants describe."""
@@ -91,7 +92,7 @@ def estimate_image_tokens(
     return math.ceil(w / tile) * math.ceil(h / tile) * tokens_per_tile + base
 
 
-# -- descriptions -------------------------------------------------------------------------------------------------
+# -- descriptions ---------------------------------------------------------------------------------------
 
 
 def human_size(size: int) -> str:
@@ -132,7 +133,11 @@ def resource_link_for(
     priority: float | None = None,
     max_window: int = DEFAULT_MAX_WINDOW,
 ) -> ResourceLink:
-    """A ``resource_link`` block for an artifact: uri, name, title, mimeType, size, description, annotations."""
+    """A ``resource_link`` block for an artifact.
+
+    It carries uri, name, title, mimeType, size, description and annotations (lastModified, plus audience and
+    priority when given), and the window template under ``_meta``.
+    """
     return ResourceLink(
         uri=artifact.uri,
         name=artifact.name,
@@ -153,7 +158,7 @@ def resource_link_for(
     )
 
 
-# -- tool results -------------------------------------------------------------------------------------------------
+# -- tool results ---------------------------------------------------------------------------------------
 
 
 async def _read_bytes(service: ArtifactService, caller: Caller, artifact: Artifact) -> bytes:
@@ -218,9 +223,10 @@ async def tool_result_for(
 ) -> CallToolResult:
     """``[text summary, image | audio | resource_link]`` for a stored artifact, by the seeds' rules.
 
-    The summary comes first (clients render and inject in order, and models without vision still get the facts);
-    then an inline image (downscaled to ``long_edge`` first) or audio block if it fits under ``inline_limit``,
-    else a ``resource_link`` with the size, so the host decides whether and which windows to read.
+    The summary comes first (clients render and inject in order, and models without vision still get the
+    facts); then an inline image (downscaled to ``long_edge`` first) or audio block if it fits under
+    ``inline_limit``, else a ``resource_link`` with the size, so the host decides whether and which windows to
+    read.
     """
     settings = service.settings
     limit = settings.inline_limit if inline_limit is None else inline_limit
@@ -241,7 +247,8 @@ async def tool_result_for(
             w = meta.get("width") or artifact.media.get("width")
             h = meta.get("height") or artifact.media.get("height")
             if isinstance(w, int) and isinstance(h, int):
-                text += f"\n[image {w}x{h} px inline, about {estimate_image_tokens(w, h)} tokens; original: {artifact.uri}]"
+                tokens = estimate_image_tokens(w, h)
+                text += f"\n[image {w}x{h} px inline, about {tokens} tokens; original: {artifact.uri}]"
             evidence = image
     elif artifact.mime_type in INLINE_AUDIO_TYPES and artifact.size <= limit:
         data = await _read_bytes(service, caller, artifact)
@@ -249,7 +256,8 @@ async def tool_result_for(
     if evidence is None:
         evidence = resource_link_for(artifact, audience=audience, max_window=settings.mcp_window_max)
         text += (
-            f"\n[{describe(artifact)} stored as {artifact.uri}; read it with resources/read in windows of at most "
+            f"\n[{describe(artifact)} stored as {artifact.uri}; read it with resources/read in windows of "
+            "at most "
             f"{settings.mcp_window_max} bytes: {artifact.uri}?offset=0&length={settings.mcp_window_max}]"
         )
     return CallToolResult(content=[TextContent(text=text), evidence])

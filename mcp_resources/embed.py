@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from mcp.server import MCPServer, Server, ServerRequestContext
 from mcp.server.lowlevel.server import HandlerEntry
@@ -39,7 +39,8 @@ from mcp_resources.resources import DEFAULT_PAGE_SIZE, CallerResolver, StoreReso
 from mcp_resources.server import fixed_caller
 from mcp_resources.tools import StoreTools
 
-# Composite cursors: the host server's own pages first ("h:<its cursor>"), then the store's ("s:<our cursor>").
+# Composite cursors: the host server's own pages first ("h:<its cursor>"), then the store's ("s:<our
+# cursor>").
 _HOST: Final = "h:"
 _STORE: Final = "s:"
 
@@ -114,13 +115,17 @@ class EmbeddedStore:
 
 def _lowlevel(server: Server[Any] | MCPServer) -> Server[Any]:
     if isinstance(server, MCPServer):
-        # MCPServer has no public accessor for its low-level server; the SDK's own Client reaches it the same way.
+        # MCPServer has no public accessor for its low-level server; the SDK's own Client reaches it the same
+        # way.
         inner: Server[Any] = server._lowlevel_server
         return inner
     return server
 
 
-def _as(model: type[BaseModel], result: Any) -> Any:
+M = TypeVar("M", bound=BaseModel)
+
+
+def _as(model: type[M], result: Any) -> M:
     return result if isinstance(result, model) else model.model_validate(result)
 
 
@@ -213,7 +218,7 @@ def _compose_resources(low: Server[Any], resources: StoreResources) -> None:
 
         if is_store_uri(params.uri) or prev_read is None:
             return await resources.read_resource(ctx, params)
-        return _as(ReadResourceResult, await prev_read.handler(ctx, params))  # type: ignore[no-any-return]
+        return _as(ReadResourceResult, await prev_read.handler(ctx, params))
 
     low.add_request_handler("resources/list", PaginatedRequestParams, list_resources)
     low.add_request_handler("resources/templates/list", PaginatedRequestParams, list_templates)
@@ -232,8 +237,8 @@ def _compose_tools(low: Server[Any], store_tools: StoreTools) -> None:
             return await store_tools.list_tools(ctx, params)
         theirs = _as(ListToolsResult, await prev_list.handler(ctx, params))
         if theirs.next_cursor is not None:
-            return theirs  # type: ignore[no-any-return]
-        return theirs.model_copy(update={"tools": [*theirs.tools, *store_tools.tools]})  # type: ignore[no-any-return]
+            return theirs
+        return theirs.model_copy(update={"tools": [*theirs.tools, *store_tools.tools]})
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> Any:
         if store_tools.handles(params.name) or prev_call is None:

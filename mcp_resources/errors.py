@@ -1,9 +1,9 @@
 """The one mapping from the error catalogue (:mod:`blobstore.errors`) to JSON-RPC errors.
 
-Every error the MCP edge reports goes through :func:`to_mcp_error`: ``code`` is the JSON-RPC number, ``message``
-the catalogue's safe message and ``data.reason`` the stable catalogue code, with the error's details in
-camelCase beside it. Anything that is not a :class:`~blobstore.errors.BlobstoreError` is reported as ``internal``
-without its text (and logged here, so nothing is swallowed).
+Every error the MCP edge reports goes through :func:`to_mcp_error`: ``code`` is the JSON-RPC number,
+``message`` the catalogue's safe message and ``data.reason`` the stable catalogue code, with the error's
+details in camelCase beside it. Anything that is not a :class:`~blobstore.errors.BlobstoreError` is reported
+as ``internal`` without its text (and logged here, so nothing is swallowed).
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ logger = logging.getLogger("mcp_resources")
 
 RESOURCE_NOT_FOUND_MESSAGE: Final = "Resource not found"
 
-# 2026-07-28 (SEP-2164) made "resource not found" -32602 with data.uri; client mistakes of every other kind are
-# invalid params too, so a model can read data.reason and correct the request. Server-side failures are -32603.
+# 2026-07-28 (SEP-2164) made "resource not found" -32602 with data.uri; client mistakes of every other kind
+# are invalid params too, so a model can read data.reason and correct the request. Server-side failures are
+# -32603.
 JSONRPC_CODES: Final[dict[str, int]] = {
     "invalid_request": INVALID_PARAMS,
     "invalid_range": INVALID_PARAMS,

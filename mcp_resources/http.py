@@ -42,7 +42,9 @@ def caller_for_request(request: Request | None, settings: Settings) -> Caller:
 
 
 def max_request_body(settings: Settings) -> int:
-    """Room for the largest upload chunk as base64 plus its JSON-RPC envelope, and never below the SDK default."""
+    """Room for the largest upload chunk as base64 plus its JSON-RPC envelope, and never below the SDK
+    default.
+    """
     chunk_b64 = 4 * -(-settings.mcp_chunk_max // 3)
     return max(DEFAULT_MAX_REQUEST_BODY_SIZE, chunk_b64 + JSON_ENVELOPE_BYTES)
 
@@ -50,9 +52,9 @@ def max_request_body(settings: Settings) -> int:
 def transport_security(settings: Settings) -> TransportSecuritySettings:
     """Accept ``Host``/``Origin`` only for the addresses this server is reached at (DNS-rebinding protection).
 
-    Loopback names are always allowed; the bind host and the public URL's host are added. A server bound to all
-    interfaces without a public URL cannot know its names, so only then the check is left off (such a server
-    requires bearer tokens anyway).
+    Loopback names are always allowed; the bind host and the public URL's host are added. A server bound to
+    all interfaces without a public URL cannot know its names, so only then the check is left off (such a
+    server requires bearer tokens anyway).
     """
     hosts = [f"{name}:*" for name in _LOOPBACK_HOSTS] + list(_LOOPBACK_HOSTS)
     origins = [f"http://{name}:*" for name in _LOOPBACK_HOSTS] + [
@@ -125,7 +127,7 @@ class McpHttpExtension:
 
 
 class _Endpoint:
-    """An ASGI object rather than a bound method, so hosts may use it as a ``Route`` endpoint or a ``Mount``."""
+    """An ASGI object rather than a bound method, so a host may use it as a ``Route`` endpoint or mount it."""
 
     def __init__(self, extension: McpHttpExtension) -> None:
         self.extension = extension

@@ -1,8 +1,8 @@
 """Derived renditions (downscaled images), computed once per source, parameters and code version.
 
-The cache key is ``sha256(source digest + parameters + RENDITION_VERSION)``: the same downscale of the same bytes
-is computed once however many artifacts share those bytes, and bumping :data:`RENDITION_VERSION` when the
-rendering code changes invalidates every old product. Products are bytes, never base64 strings, and the
+The cache key is ``sha256(source digest + parameters + RENDITION_VERSION)``: the same downscale of the same
+bytes is computed once however many artifacts share those bytes, and bumping :data:`RENDITION_VERSION` when
+the rendering code changes invalidates every old product. Products are bytes, never base64 strings, and the
 in-memory store is bounded by total size; :class:`DirectoryRenditionStore` keeps them on disk (files 0600).
 """
 
@@ -106,7 +106,7 @@ def _read_private(path: Path) -> Rendition | None:
 
 
 class DirectoryRenditionStore:
-    """Products as files ``<root>/<key[:2]>/<key>`` (directories 0700, files 0600); TTL cleanup sweeps by age."""
+    """Products as files ``<root>/<key[:2]>/<key>`` (directories 0700, files 0600)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -154,7 +154,7 @@ class RenditionCache:
                 self._locks.pop(key, None)
 
 
-# -- images -------------------------------------------------------------------------------------------------------
+# -- images ---------------------------------------------------------------------------------------------
 
 _KEEP_FORMATS: Final = {"PNG": "image/png", "JPEG": "image/jpeg"}
 

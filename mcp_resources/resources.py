@@ -1,7 +1,8 @@
 """The store as MCP resources: ``resources/list``, ``resources/templates/list`` and ``resources/read``.
 
-Transport-free: :class:`StoreResources` answers for a :class:`~blobstore.models.Caller` resolved from the request
-context, so the standalone server, the HTTP mount and servers that embed the store share one implementation.
+Transport-free: :class:`StoreResources` answers for a :class:`~blobstore.models.Caller` resolved from the
+request context, so the standalone server, the HTTP mount and servers that embed the store share one
+implementation.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any, Final
 
 from mcp.server import ServerRequestContext
@@ -79,16 +79,21 @@ def as_text(mime_type: str, data: bytes) -> str | None:
 
 
 def window_description(inline_limit: int, max_window: int) -> str:
-    return (
-        "A byte window of a stored artifact. Without offset/length, resources/read returns the whole artifact "
-        f"only if it is at most {inline_limit} bytes (UTF-8 text as text, anything else base64 blob); a larger "
-        "one fails with error -32602, data.reason 'range_required', data.size and data.first (the URI of the "
-        "first window). With offset/length it returns bytes [offset, min(offset+length, size)) as a blob; "
-        f"length is clamped to {max_window} bytes and defaults to that maximum. offset == size returns an empty "
-        "blob with eof; offset > size is 'range_not_satisfiable'; non-numeric or negative values and length 0 "
-        f"are 'invalid_range'. The result's _meta['{WINDOW_META_KEY}'] gives offset, length, size, eof, sha256 "
-        "(of the whole artifact) and next (the URI of the following window, null at the end). Artifacts are "
-        "immutable: the same window always returns the same bytes."
+    return " ".join(
+        [
+            "A byte window of a stored artifact.",
+            "Without offset/length, resources/read returns the whole artifact only if it is at most",
+            f"{inline_limit} bytes (UTF-8 text as text, anything else a base64 blob);",
+            "a larger one fails with error -32602,",
+            "data.reason 'range_required', data.size and data.first (the URI of the first window).",
+            "With offset/length it returns bytes [offset, min(offset+length, size)) as a blob;",
+            f"length is clamped to {max_window} bytes and defaults to that maximum.",
+            "offset == size returns an empty blob with eof; offset > size is 'range_not_satisfiable';",
+            "non-numeric or negative values and length 0 are 'invalid_range'.",
+            f"The result's _meta['{WINDOW_META_KEY}'] gives offset, length, size, eof, sha256 (of the whole",
+            "artifact) and next (the URI of the following window, null at the end).",
+            "Artifacts are immutable: the same window always returns the same bytes.",
+        ]
     )
 
 
@@ -114,7 +119,7 @@ class StoreResources:
     def max_window(self) -> int:
         return self.service.settings.mcp_window_max
 
-    # -- listing ----------------------------------------------------------------------------------------------
+    # -- listing ----------------------------------------------------------------------------------------
 
     def resource_for(self, artifact: Artifact) -> Resource:
         meta: dict[str, Any] = {"sha256": artifact.sha256}
@@ -167,7 +172,7 @@ class StoreResources:
             resource_templates=self.templates(), ttl_ms=TEMPLATES_TTL_MS, cache_scope="public"
         )
 
-    # -- reading ----------------------------------------------------------------------------------------------
+    # -- reading ----------------------------------------------------------------------------------------
 
     async def read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
@@ -210,7 +215,8 @@ class StoreResources:
         if artifact.size > self.inline_limit:
             first = window_uri(artifact.id, 0, min(self.max_window, artifact.size))
             raise RangeRequired(
-                f"artifact is {artifact.size} bytes, more than the {self.inline_limit}-byte inline limit; read it in "
+                f"artifact is {artifact.size} bytes, more than the {self.inline_limit}-byte inline limit; "
+                "read it in "
                 f"windows of at most {self.max_window} bytes, starting with {first}",
                 size=artifact.size,
                 max_window=self.max_window,

@@ -1,8 +1,8 @@
 """The standalone MCP server: the store's resources and tools on the SDK's low-level ``Server``.
 
 The low-level server (not ``MCPServer``) because listing must paginate with our own keyset cursors and carry
-``size``. It serves both protocol eras the SDK speaks: the 2025-11-25 ``initialize`` handshake and the stateless
-2026-07-28 requests; nothing here depends on a session.
+``size``. It serves both protocol eras the SDK speaks: the 2025-11-25 ``initialize`` handshake and the
+stateless 2026-07-28 requests; nothing here depends on a session.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from mcp_resources.tools import StoreTools
 
 SERVER_NAME: Final = "mcp-blobstore"
 INSTRUCTIONS: Final = (
-    "Artifacts are exposed as resources blobstore://artifacts/{id}. Small ones read whole; read larger ones in "
+    "Artifacts are exposed as resources blobstore://artifacts/{id}. Small ones read whole; read larger "
+    "ones in "
     "byte windows blobstore://artifacts/{id}?offset=<o>&length=<n> (see resources/templates/list) and follow "
     "_meta['dev.blobstore/window'].next. Upload with upload_begin, upload_chunk, upload_commit."
 )

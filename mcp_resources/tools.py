@@ -1,13 +1,15 @@
 """Upload and read tools for clients that only speak MCP.
 
-``upload_begin`` → ``upload_chunk`` (base64, at most ``mcp_chunk_max`` raw bytes, by index, any order, idempotent)
-→ ``upload_status`` → ``upload_commit`` (progress notifications while hashing and storing; returns text plus a
+``upload_begin`` → ``upload_chunk`` (base64, at most ``mcp_chunk_max`` raw bytes, by index, any order,
+idempotent) → ``upload_status`` → ``upload_commit`` (progress notifications while hashing and storing; returns
+text plus a
 ``resource_link``) or ``upload_abort``. The ``upload_id`` is an explicit, server-minted handle (the 2026-07-28
 "stateful tools" pattern): it is checked against the caller's namespace on every call and expires.
 ``read_artifact`` returns a window as content blocks, for hosts that never call ``resources/read``.
 
 Failures the model can act on (bad arguments, missing chunks, expired uploads, unknown artifacts) are tool
-execution errors (``isError`` with ``structuredContent.error.code``), not protocol errors, so the model sees them.
+execution errors (``isError`` with ``structuredContent.error.code``), not protocol errors, so the model sees
+them.
 """
 
 from __future__ import annotations
@@ -149,11 +151,13 @@ class StoreTools:
         docs = {
             "upload_begin": (
                 "Start a chunked upload of a file into the artifact store. Returns upload_id, chunk_size and "
-                f"max_chunk ({chunk} bytes). Then send the bytes with upload_chunk and finish with upload_commit.",
+                f"max_chunk ({chunk} bytes). Then send the bytes with upload_chunk and finish with "
+                "upload_commit.",
                 ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
             ),
             "upload_chunk": (
-                f"Send chunk number `index` (base64, at most {chunk} raw bytes; every chunk but the last exactly "
+                f"Send chunk number `index` (base64, at most {chunk} raw bytes; every chunk but the last "
+                "exactly "
                 "chunk_size bytes). Chunks may come in any order; resending a chunk with the same bytes is a "
                 "success, with different bytes an error.",
                 ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
@@ -172,7 +176,8 @@ class StoreTools:
                 ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True),
             ),
             "read_artifact": (
-                "Read an artifact (or a byte window of it) as content blocks, for hosts that cannot read resources. "
+                "Read an artifact (or a byte window of it) as content blocks, for hosts that cannot read "
+                "resources. "
                 f"Windows are at most {window} bytes; the result says where the next window starts.",
                 ToolAnnotations(read_only_hint=True, idempotent_hint=True),
             ),
@@ -182,7 +187,7 @@ class StoreTools:
             for name, (model, _handler) in self._handlers.items()
         ]
 
-    # -- protocol handlers ------------------------------------------------------------------------------------
+    # -- protocol handlers ------------------------------------------------------------------------------
 
     @property
     def tools(self) -> list[Tool]:
@@ -238,7 +243,7 @@ class StoreTools:
             is_error=True,
         )
 
-    # -- uploads ----------------------------------------------------------------------------------------------
+    # -- uploads ----------------------------------------------------------------------------------------
 
     async def upload_begin(
         self, ctx: ServerRequestContext[Any, Any], caller: Caller, args: UploadBeginArgs
@@ -331,7 +336,8 @@ class StoreTools:
             "sha256": artifact.sha256,
         }
         text = TextContent(
-            text=f"Stored {artifact.name} ({artifact.mime_type}, {human_size(artifact.size)}) as {artifact.uri}; "
+            text=f"Stored {artifact.name} ({artifact.mime_type}, {human_size(artifact.size)}) as "
+            f"{artifact.uri}; "
             f"sha256 {artifact.sha256}."
         )
         return CallToolResult(content=[text, link], structured_content=facts)
@@ -343,7 +349,7 @@ class StoreTools:
         facts = {"upload_id": args.upload_id, "state": "aborted"}
         return CallToolResult(content=[_text(facts)], structured_content=facts)
 
-    # -- reading ----------------------------------------------------------------------------------------------
+    # -- reading ----------------------------------------------------------------------------------------
 
     async def read_artifact(
         self, ctx: ServerRequestContext[Any, Any], caller: Caller, args: ReadArtifactArgs

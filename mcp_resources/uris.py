@@ -1,10 +1,10 @@
 """The ``blobstore://`` URI scheme: artifact URIs, the window template, parsing and canonical window URIs.
 
-``blobstore://artifacts/{artifact_id}`` names a whole artifact; ``?offset=<o>&length=<n>`` (RFC 6570 form-style
-query, template ``blobstore://artifacts/{artifact_id}{?offset,length}``) names one byte window of it. Window URIs
-this module emits are canonical (both parameters, always in that order) so each window has exactly one cache key;
-the parser accepts either order and either parameter alone. The URIs carry no secret and no content hash, since
-they travel in ``Mcp-Name`` headers and logs.
+``blobstore://artifacts/{artifact_id}`` names a whole artifact; ``?offset=<o>&length=<n>`` (RFC 6570
+form-style query, template ``blobstore://artifacts/{artifact_id}{?offset,length}``) names one byte window of
+it. Window URIs this module emits are canonical (both parameters, always in that order) so each window has
+exactly one cache key; the parser accepts either order and either parameter alone. The URIs carry no secret
+and no content hash, since they travel in ``Mcp-Name`` headers and logs.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ def parse_store_uri(uri: str) -> ArtifactRef | None:
     """Parse a store URI; None when it does not name an artifact (the caller answers "Resource not found").
 
     Window parameters that are present but malformed raise :class:`InvalidRange`; a parameter other than
-    ``offset``/``length`` or a repeated one is :class:`InvalidRequest`, so two spellings never name one window.
+    ``offset``/``length`` or a repeated one is :class:`InvalidRequest`, so two spellings never name one
+    window.
     """
     if len(uri) > MAX_URI_LENGTH or not uri.startswith(ARTIFACT_URI_PREFIX) or "#" in uri:
         return None
@@ -78,6 +79,8 @@ def parse_store_uri(uri: str) -> ArtifactRef | None:
 
 
 META_PREFIX: Final = "dev.blobstore"
-"""Our ``_meta`` key prefix: dotted, and without an ``mcp``/``modelcontextprotocol`` label (those are reserved)."""
+"""Our ``_meta`` key prefix: dotted, and without an ``mcp``/``modelcontextprotocol`` label (those are
+reserved).
+"""
 WINDOW_META_KEY: Final = f"{META_PREFIX}/window"
 ARTIFACT_META_KEY: Final = f"{META_PREFIX}/artifact"

@@ -109,6 +109,14 @@ def test_writer_refuses_a_stream_shorter_than_declared_at_finish() -> None:
         writer.finish()
 
 
+def test_writer_checks_a_size_claimed_at_finish() -> None:
+    writer = HashingWriter()
+    writer.update(b"abc")
+    with pytest.raises(SizeMismatch):
+        writer.finish(expected_size=4)
+    assert writer.finish(expected_size=3).size == 3
+
+
 def test_writer_checks_the_claimed_digest() -> None:
     writer = HashingWriter()
     writer.update(b"abc")

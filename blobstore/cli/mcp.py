@@ -1,8 +1,8 @@
 """``blobstore mcp``: serve the store over MCP on stdin/stdout, for host configs such as Claude Desktop's.
 
-The host starts this as a subprocess; stdout carries the protocol, so nothing else may write there (the SDK moves
-fd 1 to stderr while serving). The data directory is opened without the server lock, like the admin commands,
-so a desktop host can run it beside ``blobstore serve`` on the same data directory.
+The host starts this as a subprocess; stdout carries the protocol, so nothing else may write there (the SDK
+moves fd 1 to stderr while serving). The data directory is opened without the server lock, like the admin
+commands, so a desktop host can run it beside ``blobstore serve`` on the same data directory.
 """
 
 from __future__ import annotations

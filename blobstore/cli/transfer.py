@@ -346,4 +346,3 @@ def rm(artifact_ids: tuple[str, ...], as_json: bool, url: str, token: str | None
     finally:
         if as_json:
             echo_json([{"id": artifact_id, "deleted": True} for artifact_id in deleted])
-

@@ -21,9 +21,9 @@ import httpx
 from blobstore.client.api import BlobstoreApi
 from blobstore.client.chunks import ProgressTracker
 from blobstore.client.models import ArtifactInfo, DownloadResult, ProgressCallback
-from blobstore.client.problems import error_from_response, unreachable
+from blobstore.client.problems import error_from_response, local_file_error, unreachable
 from blobstore.client.retry import RetryableResponse, is_retryable_status, retry_after_seconds
-from blobstore.errors import Conflict, DigestMismatch, InvalidRange, RangeNotSatisfiable, from_os_error
+from blobstore.errors import Conflict, DigestMismatch, InvalidRange, RangeNotSatisfiable
 
 _WRITE_BLOCK = 1024 * 1024
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
@@ -161,7 +161,7 @@ class Downloader:
         try:
             return await anyio.to_thread.run_sync(func, *args, limiter=self.limiter)
         except OSError as exc:
-            raise from_os_error(exc) from exc
+            raise local_file_error(exc) from exc
 
     async def download(
         self,

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from blobstore.errors import BlobstoreError, Internal, StorageUnavailable, all_codes
+from blobstore.errors import BlobstoreError, Internal, StorageUnavailable, all_codes, from_os_error
 
 _CODES = all_codes()
 _DETAIL_LIMIT = 300
@@ -43,3 +43,9 @@ def _problem_body(response: httpx.Response) -> dict[str, Any]:
 
 def unreachable(base_url: str) -> StorageUnavailable:
     return StorageUnavailable(f"blobstore server at {base_url} is unreachable")
+
+
+def local_file_error(exc: OSError) -> BlobstoreError:
+    """A failure of the client's own disk: the catalogue's storage errors, saying it is local (no path)."""
+    reason = exc.strerror or type(exc).__name__
+    return type(from_os_error(exc))(f"local file error: {reason}")

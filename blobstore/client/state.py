@@ -14,7 +14,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from blobstore.errors import from_os_error
+from blobstore.client.problems import local_file_error
 
 _VERSION = 1
 
@@ -66,7 +66,7 @@ class UploadStateStore:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise from_os_error(exc) from exc
+            raise local_file_error(exc) from exc
         try:
             data = json.loads(text)
             if data.get("version") != _VERSION or FileIdentity(**data["identity"]) != identity:
@@ -97,10 +97,10 @@ class UploadStateStore:
         except OSError as exc:
             with contextlib.suppress(FileNotFoundError):
                 temp.unlink()
-            raise from_os_error(exc) from exc
+            raise local_file_error(exc) from exc
 
     def remove(self, identity: FileIdentity) -> None:
         try:
             self.path_for(identity).unlink(missing_ok=True)
         except OSError as exc:
-            raise from_os_error(exc) from exc
+            raise local_file_error(exc) from exc

@@ -27,8 +27,9 @@ from blobstore.client.chunks import (
     slice_with_digest,
 )
 from blobstore.client.models import ArtifactInfo, ProgressCallback, UploadResult, UploadStatusInfo
+from blobstore.client.problems import local_file_error
 from blobstore.client.state import FileIdentity, ResumeState, UploadStateStore
-from blobstore.errors import InvalidRequest, NotFound, UploadNotOpen, from_os_error
+from blobstore.errors import InvalidRequest, NotFound, UploadNotOpen
 
 _FINISHED = frozenset({"completed", "completing"})
 
@@ -86,7 +87,7 @@ class Uploader:
         try:
             sha256: str = await self._thread(sha256_of_file, path)
         except OSError as exc:
-            raise from_os_error(exc) from exc
+            raise local_file_error(exc) from exc
         session = await self.api.begin_upload(
             options.name or path.name,
             mime_type=options.mime_type or mimetypes.guess_type(path.name)[0],
@@ -114,14 +115,14 @@ class Uploader:
         try:
             fd: int = await self._thread(os.open, str(path), os.O_RDONLY)
         except OSError as exc:
-            raise from_os_error(exc) from exc
+            raise local_file_error(exc) from exc
 
         async def read(index: int) -> tuple[bytes, str]:
             length = chunk_length(index, size, chunk_size)
             try:
                 result: tuple[bytes, str] = await self._thread(read_exact, fd, index * chunk_size, length)
             except OSError as exc:
-                raise from_os_error(exc) from exc
+                raise local_file_error(exc) from exc
             return result
 
         try:

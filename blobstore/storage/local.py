@@ -31,7 +31,6 @@ from blobstore.digests import (
     normalize_xxh3,
 )
 from blobstore.errors import (
-    BlobstoreError,
     ChunkConflict,
     Conflict,
     Corruption,
@@ -73,11 +72,9 @@ _COPY_PIECE = 1024 * 1024
 _PUBLISH_ATTEMPTS = 3
 
 
-def io_error(exc: OSError) -> BlobstoreError:
-    """Translate an ``OSError``; the cause keeps errno and text but not the path (it contains the digest)."""
-    translated = from_os_error(exc)
-    translated.__cause__ = OSError(exc.errno, exc.strerror)
-    return translated
+def without_path(exc: OSError) -> OSError:
+    """The same error for the cause chain, without the file name (it contains the digest)."""
+    return OSError(exc.errno, exc.strerror)
 
 
 def _mtime(stat: os.stat_result) -> datetime:
@@ -159,7 +156,7 @@ class LocalBlobStore:
         try:
             self._prepare_root()
         except OSError as exc:
-            raise io_error(exc) from None
+            raise from_os_error(exc) from without_path(exc)
 
     def _prepare_root(self) -> None:
         self.root.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
@@ -180,7 +177,7 @@ class LocalBlobStore:
         try:
             return await anyio.to_thread.run_sync(func, *args, limiter=self._limiter)
         except OSError as exc:
-            raise io_error(exc) from None
+            raise from_os_error(exc) from without_path(exc)
 
     async def _discard(self, temp: _TempFile) -> None:
         with anyio.CancelScope(shield=True):

@@ -32,7 +32,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from urllib3.exceptions import HTTPError as Urllib3Error
 
-from blobstore.digests import ChunkHasher, HashingWriter, normalize_sha256, normalize_xxh3
+from blobstore.digests import ChunkHasher, HashingWriter, StreamDigest, normalize_sha256, normalize_xxh3
 from blobstore.errors import (
     BlobstoreError,
     ChunkConflict,
@@ -43,6 +43,7 @@ from blobstore.errors import (
     StorageUnavailable,
     TooLarge,
     UploadIncomplete,
+    from_os_error,
 )
 from blobstore.storage.base import (
     DEFAULT_STORAGE_CHUNK_SIZE,
@@ -61,6 +62,7 @@ from blobstore.storage.keys import (
     validate_key,
     validate_staging_ref,
 )
+from blobstore.storage.local import without_path
 from blobstore.storage.staging import check_commit_chunks
 from blobstore.storage.streams import batched
 
@@ -159,8 +161,10 @@ class S3BlobStore:
             return await anyio.to_thread.run_sync(
                 functools.partial(func, *args, **kwargs), limiter=self._limiter
             )
-        except (ClientError, *_TRANSPORT_ERRORS) as exc:
+        except (ClientError, BotoCoreError, Urllib3Error) as exc:
             raise s3_error(exc) from exc
+        except OSError as exc:  # the local spool of a staged chunk
+            raise from_os_error(exc) from without_path(exc)
 
     async def _raw(self, operation: str, **kwargs: Any) -> Any:
         """One S3 call, with ``ClientError`` left untranslated for callers that branch on its code."""
@@ -433,7 +437,7 @@ class S3BlobStore:
         writer: HashingWriter,
         claimed: str | None,
         progress: ProgressCallback | None,
-    ) -> Any:
+    ) -> StreamDigest:
         upload = _Multipart(self, self._object_key(key))
         marker = prefix + MULTIPART_MARKER
         try:

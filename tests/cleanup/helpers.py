@@ -35,13 +35,19 @@ async def chunks_of(data: bytes, size: int = 3000) -> AsyncIterator[bytes]:
 
 
 async def upload(
-    service: ArtifactService, caller: Caller, data: bytes, *, name: str = "a.bin", **options: object
+    service: ArtifactService,
+    caller: Caller,
+    data: bytes,
+    *,
+    name: str = "a.bin",
+    mime_type: str = "application/octet-stream",
+    **options: object,
 ) -> Artifact:
     return await service.create_artifact(
         caller,
         chunks_of(data),
         name=name,
-        mime_type="application/octet-stream",
+        mime_type=mime_type,
         **options,  # type: ignore[arg-type]
     )
 

@@ -32,12 +32,14 @@ CONTENTS = [b"", b"a", b"alpha" * 300, b"beta" * 2000, bytes(range(256)) * 40]
 CALLER = Caller(namespace="ns")
 
 _template: list[Path] = []
+# A RAM-backed directory when there is one: SQLite syncs every commit and the examples commit a lot.
+_SCRATCH = "/dev/shm" if Path("/dev/shm").is_dir() else None
 
 
 def migrated_template() -> Path:
     """One migrated SQLite file, copied for every example (migrating each time would dominate the run)."""
     if not _template:
-        directory = Path(tempfile.mkdtemp(prefix="blobstore-stateful-"))
+        directory = Path(tempfile.mkdtemp(prefix="blobstore-stateful-", dir=_SCRATCH))
         path = directory / "template.db"
         upgrade(f"sqlite+aiosqlite:///{path}")
         _template.append(path)
@@ -61,7 +63,7 @@ class CleanupMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.runner = asyncio.Runner()
-        self.directory = Path(tempfile.mkdtemp(prefix="blobstore-example-"))
+        self.directory = Path(tempfile.mkdtemp(prefix="blobstore-example-", dir=_SCRATCH))
         database = self.directory / "metadata.db"
         shutil.copyfile(migrated_template(), database)
         self.clock = FakeClock()

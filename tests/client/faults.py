@@ -36,7 +36,7 @@ class Fault:
     match: Match
     kind: str
     """``refuse`` (never reaches the server), ``lose`` (server acts, response lost), ``status`` (a proxy
-    answers ``status``), ``cut`` (body stops after ``after_bytes``)."""
+    answers ``status``), ``cut`` (body stops after ``after_bytes``), ``norange`` (a proxy drops ``Range``)."""
     times: int = 1
     status: int = 503
     headers: dict[str, str] = field(default_factory=dict)
@@ -105,6 +105,8 @@ class FaultyTransport(httpx.AsyncBaseTransport):
             body = json.dumps({"code": "storage_unavailable", "detail": "try later"}).encode()
             headers = {"content-type": "application/problem+json", **fault.headers}
             return httpx.Response(fault.status, headers=headers, content=body, request=request)
+        if fault is not None and fault.kind == "norange":
+            del request.headers["range"]
         response = await self.inner.handle_async_request(request)
         if fault is not None and fault.kind == "lose":
             await response.aread()

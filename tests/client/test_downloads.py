@@ -168,3 +168,38 @@ async def test_empty_artifact_downloads_as_an_empty_file(
 
     assert downloaded.path.read_bytes() == b""
     assert result.artifact.size == 0
+
+
+async def test_whole_body_from_a_server_ignoring_range_still_yields_the_window(
+    client: AsyncBlobstoreClient, transport: FaultyTransport, stored: tuple[str, bytes], tmp_path: Path
+) -> None:
+    artifact_id, data = stored
+    transport.add(Fault(content_get(), "norange"))
+
+    await client.download(artifact_id, tmp_path / "part.bin", range=(1000, 71_000))
+
+    assert (tmp_path / "part.bin").read_bytes() == data[1000:71_000]
+
+
+async def test_whole_body_answer_to_a_resume_restarts_the_partial_file(
+    make_client: ClientFactory, transport: FaultyTransport, stored: tuple[str, bytes], tmp_path: Path
+) -> None:
+    artifact_id, data = stored
+    transport.add(Fault(content_get(), "cut", after_bytes=90_000))
+    transport.add(Fault(content_get(), "norange"))
+
+    async with make_client() as client:
+        result = await client.download(artifact_id, tmp_path / "out.bin")
+
+    assert result.verified
+    assert (tmp_path / "out.bin").read_bytes() == data
+
+
+async def test_unwritable_destination_is_a_one_line_local_error(
+    client: AsyncBlobstoreClient, stored: tuple[str, bytes], tmp_path: Path
+) -> None:
+    with pytest.raises(StorageUnavailable) as caught:
+        await client.download(stored[0], tmp_path / "missing-dir" / "out.bin")
+
+    assert caught.value.message.startswith("local file error: ")
+    assert str(tmp_path) not in caught.value.message

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import sqlalchemy as sa
 import httpx
 import pytest
+import sqlalchemy as sa
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
@@ -92,7 +92,7 @@ async def _populate(settings: Settings) -> Dataset:
         ]
         async with service.repo.engine.begin() as conn:
             await conn.execute(sa.insert(artifacts), rows)
-        bulk_ids = [seed.id] + [row["id"] for row in rows]
+        bulk_ids = [seed.id] + [str(row["id"]) for row in rows]
         big_bytes = random.Random(20).randbytes(BIG_SIZE)
         big = await put(service, big_bytes, "big.bin", "application/octet-stream")
         text_body = "Grüße, artifact store!\n" * 40

@@ -23,7 +23,7 @@ from mcp_resources.renditions import RenditionCache
 from tests.mcp.conftest import put
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-from image_tool_server import build_server, draw_heatmap  # noqa: E402
+from image_tool_server import build_server, draw_heatmap
 
 CALLER = Caller(namespace="tools")
 
@@ -91,7 +91,8 @@ async def test_small_image_is_inlined_after_the_summary(service: ArtifactService
     artifact = await put(service, data, "small.png", "image/png", caller=CALLER)
     result = await tool_result_for(artifact, summary="A small heatmap.", service=service, caller=CALLER)
     text, image = result.content
-    assert isinstance(text, TextContent) and text.text.startswith("A small heatmap.")
+    assert isinstance(text, TextContent)
+    assert text.text.startswith("A small heatmap.")
     assert isinstance(image, ImageContent)
     assert base64.b64decode(image.data) == data
 
@@ -128,13 +129,15 @@ async def test_audio_is_inlined_under_the_limit_and_linked_above(service: Artifa
     linked = await tool_result_for(long, summary="forty seconds", service=service, caller=CALLER)
     assert isinstance(inline.content[1], AudioContent)
     assert inline.content[1].mime_type == "audio/wav"
-    assert isinstance(linked.content[1], ResourceLink) and linked.content[1].size == long.size
+    assert isinstance(linked.content[1], ResourceLink)
+    assert linked.content[1].size == long.size
 
 
 async def test_non_media_is_always_a_link(service: ArtifactService) -> None:
     artifact = await put(service, b"%PDF-1.4\n" + b"x" * 100, "r.pdf", "application/pdf", caller=CALLER)
     result = await tool_result_for(artifact, summary="Report: 3 findings.", service=service, caller=CALLER)
-    assert isinstance(result.content[0], TextContent) and isinstance(result.content[1], ResourceLink)
+    assert isinstance(result.content[0], TextContent)
+    assert isinstance(result.content[1], ResourceLink)
     assert artifact.uri in result.content[0].text
 
 
@@ -160,7 +163,9 @@ async def test_example_tool_server_results_read_back_through_the_client(
 
         assert [block.type for block in noisy.content] == ["text", "resource_link"]
         link = noisy.content[1]
-        assert isinstance(link, ResourceLink) and link.size is not None and link.size > 512 * 1024
+        assert isinstance(link, ResourceLink)
+        assert link.size is not None
+        assert link.size > 512 * 1024
         first = await client.read_resource(f"{link.uri}?offset=0&length=8")
         assert base64.b64decode(first.contents[0].blob) == b"\x89PNG\r\n\x1a\n"  # type: ignore[union-attr]
         listed = [r.uri for r in (await client.list_resources()).resources]

@@ -81,7 +81,8 @@ async def test_listed_resources_carry_size_type_title_and_last_modified(
         "application/octet-stream",
         BIG_SIZE,
     )
-    assert found.annotations is not None and found.annotations.last_modified is not None
+    assert found.annotations is not None
+    assert found.annotations.last_modified is not None
     assert found.annotations.last_modified.endswith("Z")
 
 

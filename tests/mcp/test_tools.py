@@ -42,10 +42,10 @@ async def test_mcp_upload_with_a_repeated_chunk_dedups_onto_the_http_upload(
     http_base = request.getfixturevalue("http_base")
     data = os.urandom(10 * MiB)
     digest = hashlib.sha256(data).hexdigest()
-    progress: list[tuple[float, float | None]] = []
+    seen: list[tuple[float, float | None]] = []
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
-        progress.append((done, total))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total))
 
     async with connect(transport, dataset, request) as client:
         begun = facts(await client.call_tool("upload_begin", {"name": "ten.bin", "size": len(data)}))
@@ -69,13 +69,15 @@ async def test_mcp_upload_with_a_repeated_chunk_dedups_onto_the_http_upload(
             progress_callback=on_progress,
         )
     stored = facts(committed)
-    assert stored["sha256"] == digest and stored["size"] == len(data)
+    assert stored["sha256"] == digest
+    assert stored["size"] == len(data)
     text, link = committed.content
-    assert text.type == "text" and isinstance(link, ResourceLink)
+    assert text.type == "text"
+    assert isinstance(link, ResourceLink)
     assert (link.uri, link.size, link.name) == (stored["uri"], len(data), "ten.bin")
-    assert progress, "no progress notifications"
-    assert [done for done, _ in progress] == sorted({done for done, _ in progress})
-    assert progress[-1] == (len(data), len(data))
+    assert seen, "no progress notifications"
+    assert [done for done, _ in seen] == sorted({done for done, _ in seen})
+    assert seen[-1] == (len(data), len(data))
 
     async with httpx.AsyncClient(base_url=http_base) as http:
         response = await http.post("/v1/artifacts", params={"name": "ten-http.bin"}, content=data)
@@ -145,7 +147,8 @@ async def test_read_artifact_tool_returns_a_window_as_content_blocks(
         whole = await client.call_tool("read_artifact", {"uri": dataset.text.uri})
         refused = await client.call_tool("read_artifact", {"uri": dataset.big.uri})
     summary, embedded = window.content
-    assert summary.type == "text" and window_uri(dataset.big.id, 150, 50) in summary.text
+    assert summary.type == "text"
+    assert window_uri(dataset.big.id, 150, 50) in summary.text
     assert isinstance(embedded, EmbeddedResource)
     assert base64.b64decode(embedded.resource.blob) == dataset.big_bytes[100:150]  # type: ignore[union-attr]
     assert whole.content[1].resource.text == dataset.text_body  # type: ignore[union-attr]

@@ -148,9 +148,13 @@ async def test_failed_fsync_fails_the_put_without_retry_and_leaves_nothing(
     store = LocalBlobStore(tmp_path / "store")
     fsync = FailingFsync(fail_on={1})
     monkeypatch.setattr(os, "fsync", fsync)
-    with pytest.raises(StorageUnavailable):
+    with pytest.raises(StorageUnavailable) as caught:
         await store.put(chunks_of(b"a" * 100_000))
     assert fsync.calls == 1
+    # The cause keeps the errno for operators but not the path, which names the content's digest.
+    assert isinstance(caught.value.__cause__, OSError)
+    assert caught.value.__cause__.errno == errno.EIO
+    assert caught.value.__cause__.filename is None
     assert await keys_of(store) == set()
     assert leftovers(tmp_path / "store") == []
 

@@ -226,6 +226,19 @@ async def test_cleanup_leaves_uploads_outside_the_prefix_alone(
     assert len(pending_uploads(s3_client, s3_location)) == 1
 
 
+def conditional_refuser(refused: list[str]) -> Any:
+    """A botocore hook answering any ``If-None-Match`` request with NotImplemented, as older endpoints do."""
+
+    def refuse(params: dict[str, Any], model: Any, **_: Any) -> Any:
+        if "If-None-Match" in params["headers"]:
+            refused.append(model.name)
+            error = {"Error": {"Code": "NotImplemented", "Message": "not implemented"}}
+            return SimpleNamespace(status_code=501, headers={}), error
+        return None
+
+    return refuse
+
+
 async def test_without_conditional_writes_a_conflicting_resend_is_still_refused(
     s3_location: S3Location, s3_endpoint_url: str
 ) -> None:
@@ -247,14 +260,7 @@ async def test_an_endpoint_without_conditional_writes_is_detected_and_served(
 ) -> None:
     """No endpoint here lacks If-None-Match, so its NotImplemented answer is injected before the client."""
     refused: list[str] = []
-
-    def refuse_conditional(params: dict[str, Any], model: Any, **_: Any) -> Any:
-        if "If-None-Match" in params["headers"]:
-            refused.append(model.name)
-            error = {"Error": {"Code": "NotImplemented", "Message": "not implemented"}}
-            return SimpleNamespace(status_code=501, headers={}), error
-        return None
-
+    refuse_conditional = conditional_refuser(refused)
     s3_store.client.meta.events.register("before-call.s3.PutObject", refuse_conditional)
     await s3_store.stage_begin("u_old", chunk_size=10)
     receipt = await s3_store.stage_put("u_old", 0, chunks_of(b"0123456789"))
@@ -264,6 +270,17 @@ async def test_an_endpoint_without_conditional_writes_is_detected_and_served(
     blob = await s3_store.stage_commit("u_old", [receipt])
     assert await read_all(s3_store, blob) == b"0123456789"
     assert refused == ["PutObject"]
+
+
+async def test_a_multipart_completion_without_conditional_writes_falls_back(s3_store: S3BlobStore) -> None:
+    refused: list[str] = []
+    refuse_conditional = conditional_refuser(refused)
+    s3_store.client.meta.events.register("before-call.s3.CompleteMultipartUpload", refuse_conditional)
+    data = data_of(5 * MiB + 100, 9)
+    blob = await s3_store.put(chunks_of(data, MiB))
+    assert refused == ["CompleteMultipartUpload"]
+    assert not s3_store.conditional_writes
+    assert await read_all(s3_store, blob, 5 * MiB, 100) == data[5 * MiB :]
 
 
 async def test_presigned_url_serves_ranges_and_names_the_file(s3_store: S3BlobStore) -> None:
