@@ -44,6 +44,10 @@ class Settings(BaseSettings):
     """Base URL clients reach the server at (for links in responses); default ``http://host:port``."""
     insecure_no_auth: bool = False
     mcp_namespace: str = "default"
+    auth_cache_seconds: float = Field(default=2.0, ge=0)
+    """How long the answer to "is any token active?" (local mode or not) is reused."""
+    body_timeout_seconds: float = Field(default=60.0, gt=0)
+    """A request body that delivers nothing for this long is abandoned (``request_timeout``)."""
 
     # Sizes and limits.
     max_artifact_size: int = Field(default=5 * GiB, gt=0)

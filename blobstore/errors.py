@@ -29,6 +29,7 @@ Hierarchy::
     │   └── TooManyRanges         too_many_ranges
     ├── Unauthorized              unauthorized
     ├── Forbidden                 forbidden             (missing scope; never used for foreign namespaces)
+    ├── RequestTimeout            request_timeout       (a request body stalled)
     ├── StorageFull               storage_full          (ENOSPC, EDQUOT)
     ├── StorageUnavailable        storage_unavailable   (I/O error, backend down)
     ├── Corruption                corruption            (stored bytes fail their checksum)
@@ -159,6 +160,11 @@ class Unauthorized(BlobstoreError):
 class Forbidden(BlobstoreError):
     code = "forbidden"
     default_message = "token lacks the required scope"
+
+
+class RequestTimeout(BlobstoreError):
+    code = "request_timeout"
+    default_message = "the request body stalled; nothing arrived for too long"
 
 
 class StorageFull(BlobstoreError):

@@ -51,7 +51,7 @@ async def open_service(settings: Settings, *, server: bool = False, migrate: boo
                 data_dir=settings.data_dir,
             )
             try:
-                yield ArtifactService(settings=settings, blobs=blobs, repo=repo, audit=AuditLog())
+                yield ArtifactService(settings=settings, blobs=blobs, repo=repo, audit=AuditLog(settings.audit_log))
             finally:
                 await blobs.close()
         finally:

@@ -17,7 +17,7 @@ from typing import Any
 
 from blobstore.audit import AuditLog
 from blobstore.config import Settings
-from blobstore.errors import BlobstoreError, InvalidRequest, NotFound, QuotaExceeded
+from blobstore.errors import BlobstoreError, InvalidRequest, NotFound, QuotaExceeded, TooLarge
 from blobstore.events import ArtifactChange, ArtifactEvent, ArtifactEvents
 from blobstore.ids import check_id, new_artifact_id
 from blobstore.media import PROBE_BYTES, is_valid_mime, probe, resolve_mime
@@ -118,6 +118,16 @@ class ArtifactService:
         if used + adding > quota:
             raise QuotaExceeded(quota=quota, used=used)
 
+    async def size_limit(self, namespace: str) -> tuple[int, bool]:
+        """The most bytes one upload may bring now, and whether the namespace quota (not the size) sets it."""
+        quota = self.settings.namespace_quota_bytes
+        if quota is None:
+            return self.settings.max_artifact_size, False
+        room = max(0, quota - await self.repo.namespace_usage(namespace, now=self.clock()))
+        if room < self.settings.max_artifact_size:
+            return room, True
+        return self.settings.max_artifact_size, False
+
     # -- creating artifacts -----------------------------------------------------------------------------------
 
     async def create_artifact(
@@ -142,17 +152,19 @@ class ArtifactService:
         expires_at = None if pinned else self.expiry_for(ttl_seconds, now)
         if expected_size is not None:
             if expected_size > self.settings.max_artifact_size:
-                from blobstore.errors import TooLarge
-
                 raise TooLarge(max_size=self.settings.max_artifact_size)
             await self.check_quota(caller.namespace, expected_size)
+        max_size, quota_bound = await self.size_limit(caller.namespace)
         try:
-            blob = await self.blobs.put(
-                data,
-                expected_size=expected_size,
-                expected_sha256=expected_sha256,
-                max_size=self.settings.max_artifact_size,
-            )
+            try:
+                blob = await self.blobs.put(
+                    data, expected_size=expected_size, expected_sha256=expected_sha256, max_size=max_size
+                )
+            except TooLarge:
+                # Stop an undeclared stream at the quota rather than after receiving it whole.
+                if quota_bound:
+                    raise QuotaExceeded(quota=self.settings.namespace_quota_bytes) from None
+                raise
             artifact = await self.publish(
                 caller,
                 blob,

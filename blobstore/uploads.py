@@ -25,6 +25,7 @@ from blobstore.errors import (
     DigestMismatch,
     InvalidRequest,
     NotFound,
+    QuotaExceeded,
     SizeMismatch,
     TooLarge,
     TooManyUploads,
@@ -220,8 +221,13 @@ class UploadManager:
             raise ChunkIndexOutOfRange(index=index)
         plan = plan_for(session)
         expected = plan.expected_length(index)
-        if session.declared_size is None and (index + 1) * session.chunk_size > self.settings.max_artifact_size:
-            raise TooLarge(max_size=self.settings.max_artifact_size)
+        if session.declared_size is None:
+            # No declared size to check up front: refuse a chunk that starts past what may still be stored.
+            limit, quota_bound = await svc.size_limit(caller.namespace)
+            if index * session.chunk_size >= max(limit, 1):
+                if quota_bound:
+                    raise QuotaExceeded(quota=self.settings.namespace_quota_bytes)
+                raise TooLarge(max_size=self.settings.max_artifact_size)
         receipt = await svc.blobs.stage_put(
             session.staging_ref,
             index,

@@ -45,6 +45,7 @@ JSONRPC_CODES: Final[dict[str, int]] = {
     "too_many_ranges": INVALID_PARAMS,
     "unauthorized": INVALID_REQUEST,
     "forbidden": INVALID_REQUEST,
+    "request_timeout": INVALID_REQUEST,
     "storage_full": INTERNAL_ERROR,
     "storage_unavailable": INTERNAL_ERROR,
     "corruption": INTERNAL_ERROR,

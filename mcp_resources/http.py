@@ -21,24 +21,29 @@ from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, Transpo
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from blobstore.api.errors import error_response
+from blobstore.auth import Authenticator, authenticator_for
 from blobstore.config import Settings
+from blobstore.errors import Unauthorized
 from blobstore.models import Caller
 from blobstore.service import ArtifactService
 from mcp_resources.server import create_server
 
 MCP_PATH: Final = "/mcp"
+CALLER_STATE_KEY: Final = "blobstore.caller"
 JSON_ENVELOPE_BYTES: Final = 64 * 1024
 _LOOPBACK_HOSTS: Final = ("127.0.0.1", "localhost", "[::1]")
 _WILDCARD_HOSTS: Final = ("0.0.0.0", "::", "")
 
 
 def caller_for_request(request: Request | None, settings: Settings) -> Caller:
-    """The principal an MCP-over-HTTP request acts as.
-
-    The one hook for HTTP callers: today every request acts in ``settings.mcp_namespace``; bearer tokens
-    (namespace and scopes from the ``Authorization`` header) plug in here.
+    """The principal an MCP-over-HTTP request acts as: the one the endpoint authenticated from its bearer
+    token (or local mode) before the SDK saw the request. Without one, nobody: fail closed.
     """
-    return Caller(namespace=settings.mcp_namespace, actor="mcp-http")
+    found = request.scope.get("state", {}).get(CALLER_STATE_KEY) if request is not None else None
+    if not isinstance(found, Caller):
+        raise Unauthorized()
+    return found
 
 
 def max_request_body(settings: Settings) -> int:
@@ -91,6 +96,7 @@ class McpHttpExtension:
         self.settings = settings
         self.caller_for = caller_for
         self._manager: StreamableHTTPSessionManager | None = None
+        self._auth: Authenticator | None = None
         self._endpoint = _Endpoint(self)
 
     def _resolve(self, ctx: ServerRequestContext[Any, Any]) -> Caller:
@@ -102,11 +108,21 @@ class McpHttpExtension:
         return self._endpoint
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
-        manager = self._manager
-        if manager is None:
+        manager, auth = self._manager, self._auth
+        if manager is None or auth is None:
             raise RuntimeError(
                 "the MCP session manager is not running: enter McpHttpExtension.lifespan() first"
             )
+        # Authenticate before the SDK reads a byte, so a request without a valid token costs nothing more.
+        client = scope.get("client")
+        try:
+            caller = await auth.authenticate(
+                Request(scope).headers.get("authorization"), client_host=client[0] if client else None
+            )
+        except Unauthorized as exc:
+            await error_response(exc)(scope, receive, send)
+            return
+        scope.setdefault("state", {})[CALLER_STATE_KEY] = caller
         await manager.handle_request(scope, receive, send)
 
     @contextlib.asynccontextmanager
@@ -120,10 +136,12 @@ class McpHttpExtension:
         )
         async with manager.run():
             self._manager = manager
+            self._auth = authenticator_for(service)
             try:
                 yield
             finally:
                 self._manager = None
+                self._auth = None
 
 
 class _Endpoint:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import time
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -26,8 +27,9 @@ from mcp.types import (
     TextResourceContents,
 )
 
+from blobstore.auth import require_scope
 from blobstore.errors import InvalidRequest, NotFound, RangeRequired
-from blobstore.models import Artifact, Caller
+from blobstore.models import Artifact, Caller, Scope
 from blobstore.ranges import Window
 from blobstore.service import ArtifactService
 from mcp_resources.content import describe, iso_utc, title_of
@@ -142,7 +144,7 @@ class StoreResources:
         cursor = params.cursor if params is not None else None
         try:
             page = await self.service.list_artifacts(
-                self.caller_for(ctx), limit=self.page_size, cursor=cursor
+                require_scope(self.caller_for(ctx), Scope.READ), limit=self.page_size, cursor=cursor
             )
         except Exception as exc:
             raise to_mcp_error(exc) from None
@@ -166,6 +168,10 @@ class StoreResources:
     async def list_templates(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
     ) -> ListResourceTemplatesResult:
+        try:
+            require_scope(self.caller_for(ctx), Scope.READ)
+        except Exception as exc:
+            raise to_mcp_error(exc) from None
         if params is not None and params.cursor is not None:
             raise to_mcp_error(InvalidRequest("invalid cursor"))
         return ListResourceTemplatesResult(
@@ -177,7 +183,11 @@ class StoreResources:
     async def read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
     ) -> ReadResourceResult:
-        return await self.read(self.caller_for(ctx), params.uri)
+        try:
+            caller = require_scope(self.caller_for(ctx), Scope.READ)
+        except Exception as exc:
+            raise to_mcp_error(exc, uri=params.uri) from None
+        return await self.read(caller, params.uri)
 
     async def read(self, caller: Caller, uri: str) -> ReadResourceResult:
         """Read a store URI for ``caller``; every failure is an ``MCPError`` carrying ``data.uri``."""
@@ -211,6 +221,7 @@ class StoreResources:
         }
 
     async def _read_whole(self, caller: Caller, uri: str, ref: ArtifactRef) -> ReadResourceResult:
+        started = time.monotonic()
         artifact, blob = await self.service.open_artifact(caller, ref.artifact_id)
         if artifact.size > self.inline_limit:
             first = window_uri(artifact.id, 0, min(self.max_window, artifact.size))
@@ -225,6 +236,16 @@ class StoreResources:
                 range_template=WINDOW_URI_TEMPLATE,
             )
         data = b"".join([piece async for piece in self.service.stream(blob)])
+        self.service.audit.record(
+            actor=caller.actor,
+            namespace=caller.namespace,
+            action="read",
+            result="ok",
+            artifact_id=artifact.id,
+            size=len(data),
+            mime_type=artifact.mime_type,
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )
         meta = self._meta(artifact, Window(0, len(data), artifact.size), data, None)
         text = as_text(artifact.mime_type, data)
         contents: TextResourceContents | BlobResourceContents

@@ -36,14 +36,23 @@ from mcp.types import (
 )
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from blobstore.auth import require_scope
 from blobstore.errors import BlobstoreError, InvalidRequest, LimitExceeded
-from blobstore.models import Caller, UploadSession
+from blobstore.models import Caller, Scope, UploadSession
 from mcp_resources.content import human_size, resource_link_for
 from mcp_resources.errors import error_data, to_mcp_error
 from mcp_resources.resources import CallerResolver, StoreResources
 from mcp_resources.uris import WINDOW_META_KEY, parse_store_uri, window_uri
 
 TOOLS_TTL_MS: Final = 3600 * 1000
+TOOL_SCOPES: Final[dict[str, Scope]] = {
+    "upload_begin": Scope.WRITE,
+    "upload_chunk": Scope.WRITE,
+    "upload_status": Scope.WRITE,
+    "upload_commit": Scope.WRITE,
+    "upload_abort": Scope.WRITE,
+    "read_artifact": Scope.READ,
+}
 
 
 class _Args(BaseModel):
@@ -224,7 +233,8 @@ class StoreTools:
             )
             return self._failure(InvalidRequest(f"invalid arguments: {problems}"))
         try:
-            return await handler(ctx, self.caller_for(ctx), args)
+            caller = require_scope(self.caller_for(ctx), TOOL_SCOPES[params.name])
+            return await handler(ctx, caller, args)
         except BlobstoreError as exc:
             return self._failure(exc)
         except MCPError:

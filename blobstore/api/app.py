@@ -18,6 +18,7 @@ from starlette.types import ASGIApp
 from blobstore import __version__
 from blobstore.api.deps import STATE_KEY, AppState
 from blobstore.api.errors import install_error_handlers
+from blobstore.api.guard import MULTIPART_ALLOWANCE, BodyGuard
 from blobstore.api.routes import artifacts, health, uploads
 from blobstore.config import Settings
 from blobstore.service import ArtifactService
@@ -69,6 +70,8 @@ def create_app(
         redoc_url=None,
     )
     install_error_handlers(app)
+    body_cap = settings.max_artifact_size + MULTIPART_ALLOWANCE
+    app.add_middleware(BodyGuard, timeout=settings.body_timeout_seconds, max_body=body_cap)
     app.include_router(health.router)
     app.include_router(uploads.router)
     app.include_router(artifacts.router)

@@ -1,19 +1,21 @@
 """Request dependencies: the service, the settings and the caller, each reached through one function.
 
-Every route takes its :class:`~blobstore.models.Caller` from :func:`get_caller`, so authentication is added in
-one place for the whole API.
+Every route takes its :class:`~blobstore.models.Caller` from :func:`get_caller`, so authentication and the
+scope check happen in one place for the whole API (MCP over HTTP uses the same authenticator).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
 from starlette.applications import Starlette
 
+from blobstore.auth import authenticator_for, require_scope
 from blobstore.config import Settings
-from blobstore.models import Caller
+from blobstore.models import Caller, Scope
 from blobstore.service import ArtifactService
 
 STATE_KEY = "blobstore"
@@ -46,9 +48,33 @@ def get_settings(request: Request) -> Settings:
     return app_state(request.app).settings
 
 
-def get_caller(request: Request) -> Caller:
-    """Who is asking. Without authentication every request acts in the ``default`` namespace."""
-    return Caller(namespace="default", actor="local")
+async def authenticate(request: Request) -> Caller:
+    """Who is asking, from the bearer token (or local mode); ``unauthorized`` otherwise. No scope checked."""
+    service = app_state(request.app).service
+    client = request.client.host if request.client else None
+    return await authenticator_for(service).authenticate(
+        request.headers.get("authorization"), client_host=client
+    )
+
+
+def scope_for_method(method: str) -> Scope:
+    return Scope.READ if method in {"GET", "HEAD"} else Scope.WRITE
+
+
+async def get_caller(request: Request) -> Caller:
+    """Who is asking, holding the scope the request's method needs: GET and HEAD read, every other method
+    writes. A route needing more (admin) adds :func:`require`; the namespace is always the token's own.
+    """
+    return require_scope(await authenticate(request), scope_for_method(request.method))
+
+
+def require(scope: Scope) -> Callable[[Request], Awaitable[Caller]]:
+    """A dependency for a caller holding ``scope`` (for routes whose method does not say it, e.g. admin)."""
+
+    async def dependency(request: Request) -> Caller:
+        return require_scope(await authenticate(request), scope)
+
+    return dependency
 
 
 def base_url(request: Request) -> str:

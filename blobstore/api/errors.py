@@ -56,6 +56,7 @@ STATUS_BY_CODE: Final[Mapping[str, int]] = {
     "too_many_uploads": 429,
     "unauthorized": 401,
     "forbidden": 403,
+    "request_timeout": 408,
     "storage_full": 507,
     "storage_unavailable": 503,
     "corruption": 500,

@@ -99,7 +99,8 @@ class StreamingForm:
         self._header_value.clear()
 
     def _on_headers_finished(self) -> None:
-        disposition, params = parse_options_header(self._headers.get("content-disposition", ""))
+        # As bytes: the parser re-encodes text as latin-1, which fails on the UTF-8 names browsers send.
+        disposition, params = parse_options_header(self._headers.get("content-disposition", "").encode())
         if disposition != b"form-data" or b"name" not in params:
             raise InvalidRequest("every multipart part needs Content-Disposition: form-data; name=...")
         name = params[b"name"].decode("utf-8", errors="replace")

@@ -11,11 +11,15 @@ import asyncio
 import os
 from typing import Final
 
+import anyio
 import click
+from sqlalchemy.exc import SQLAlchemyError
 
+from blobstore.auth import LOCAL_NAMESPACE, count_active_tokens
 from blobstore.cli import main
-from blobstore.cli.common import data_dir_option, fail, settings_from
+from blobstore.cli.common import data_dir_option, describe_error, fail, settings_from
 from blobstore.config import Settings
+from blobstore.errors import BlobstoreError
 
 SERVERS: Final = ("granian", "uvicorn", "hypercorn")
 DEFAULT_SERVER: Final = "granian"
@@ -96,17 +100,31 @@ _RUNNERS: Final = {"uvicorn": _run_uvicorn, "hypercorn": _run_hypercorn, "grania
     "--insecure-no-auth",
     is_flag=True,
     default=None,
-    help="Allow listening on a non-loopback address without authentication.",
+    help="Allow a non-loopback address while no token exists (anyone can then read and write).",
 )
 def serve(
     host: str | None, port: int | None, data_dir: str | None, server_name: str, insecure_no_auth: bool | None
 ) -> None:
     """Serve the HTTP API and the MCP endpoint."""
     settings = settings_from(host=host, port=port, data_dir=data_dir, insecure_no_auth=insecure_no_auth)
-    if not settings.binds_loopback_only and not settings.insecure_no_auth:
-        fail(
-            f"refusing to listen on {settings.host} without authentication; "
-            "bind a loopback address or pass --insecure-no-auth",
-            code=2,
+    try:
+        tokens = anyio.run(count_active_tokens, settings)
+    except (BlobstoreError, OSError, SQLAlchemyError) as exc:
+        fail(f"cannot read the tokens from the metadata database: {describe_error(exc)}")
+    if tokens == 0:
+        if not settings.binds_loopback_only and not settings.insecure_no_auth:
+            fail(
+                f"refusing to listen on {settings.host} without authentication: no token exists; "
+                "create one with 'blobstore token create', bind a loopback address, "
+                "or pass --insecure-no-auth",
+                code=2,
+            )
+        where = "for loopback clients only" if not settings.insecure_no_auth else "for EVERY client"
+        click.echo(
+            f"blobstore: local mode: no token exists, so requests without a token act in namespace "
+            f"'{LOCAL_NAMESPACE}' with every scope, {where}. Create a token to require authentication.",
+            err=True,
         )
+    else:
+        click.echo(f"blobstore: {tokens} active token(s): every request needs a bearer token.", err=True)
     _RUNNERS[server_name](settings)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
@@ -205,6 +206,7 @@ async def download_content(
     offset: Annotated[str | None, Query(description="Window start (MCP window semantics)")] = None,
     length: Annotated[str | None, Query(description="Window length, clamped to the window maximum")] = None,
 ) -> Response:
+    started = time.monotonic()
     artifact, blob = await service.open_artifact(caller, artifact_id)
     query = {key: value for key, value in (("offset", offset), ("length", length)) if value is not None}
     plan = plan_download(
@@ -215,4 +217,16 @@ async def download_content(
         max_ranges=settings.max_ranges,
         max_window=settings.mcp_window_max,
     )
-    return await build_download(service, artifact, blob, plan, head=request.method == "HEAD")
+    response = await build_download(service, artifact, blob, plan, head=request.method == "HEAD")
+    if request.method == "GET" and response.status_code != 304:
+        service.audit.record(
+            actor=caller.actor,
+            namespace=caller.namespace,
+            action="read",
+            result="ok",
+            artifact_id=artifact.id,
+            size=int(response.headers.get("content-length", "0")),
+            mime_type=artifact.mime_type,
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )
+    return response

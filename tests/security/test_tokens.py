@@ -1,0 +1,234 @@
+"""Bearer tokens: format, storage as a hash, local mode and its limits, expiry, revocation, bad headers."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from fastapi import FastAPI
+
+from blobstore.api import create_app
+from blobstore.auth import (
+    authenticator_for,
+    bearer_token,
+    create_token,
+    parse_expiry,
+    parse_scopes,
+    split_token,
+    validate_namespace,
+)
+from blobstore.errors import InvalidRequest
+from blobstore.metadata.tables import tokens
+from blobstore.models import Scope
+from blobstore.runtime import open_service
+from blobstore.service import ArtifactService
+from tests.security import leaks
+from tests.security.conftest import BASE, Tenant, issue, make_settings
+
+TOKEN_FORMAT = re.compile(r"bst_[A-Za-z0-9_-]{16}_[A-Za-z0-9_-]{43}")
+
+
+def assert_unauthorized(response: httpx.Response) -> None:
+    assert response.status_code == 401, response.text
+    assert response.headers["www-authenticate"].startswith("Bearer")
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["code"] == "unauthorized"
+
+
+async def test_token_has_a_public_id_and_only_the_hash_of_its_secret_is_stored(
+    service: ArtifactService,
+) -> None:
+    issued = await create_token(service.repo, namespace="ns1", scopes=frozenset({Scope.READ}))
+    leaks.register_secret(issued.token)
+    assert TOKEN_FORMAT.fullmatch(issued.token)
+    parts = split_token(issued.token)
+    assert parts is not None
+    token_id, secret = parts
+    assert token_id == issued.record.id
+    async with service.repo.engine.connect() as conn:
+        rows = (await conn.execute(sa.select(tokens))).mappings().all()
+    assert len(rows) == 1
+    assert rows[0]["secret_hash"] == hashlib.sha256(secret.encode()).hexdigest()
+    assert all(secret not in str(value) for value in rows[0].values())
+
+
+async def test_two_tokens_never_share_id_or_secret(service: ArtifactService) -> None:
+    made = [await create_token(service.repo, namespace="ns", scopes=frozenset({Scope.READ})) for _ in range(20)]
+    for item in made:
+        leaks.register_secret(item.token)
+    assert len({split_token(m.token) for m in made}) == 20
+    assert len({m.record.id for m in made}) == 20
+
+
+async def test_without_tokens_a_loopback_request_acts_in_the_default_namespace(
+    http: httpx.AsyncClient, service: ArtifactService
+) -> None:
+    stored = await http.post("/v1/artifacts", params={"name": "local.bin"}, content=b"local bytes")
+    assert stored.status_code == 201, stored.text
+    listed = await service.list_artifacts(_caller("default"))
+    assert [a.id for a in listed.items] == [stored.json()["id"]]
+
+
+def _caller(namespace: str) -> object:
+    from blobstore.models import Caller
+
+    return Caller(namespace=namespace)
+
+
+async def test_once_a_token_exists_a_request_without_one_is_refused(
+    http: httpx.AsyncClient, service: ArtifactService
+) -> None:
+    assert (await http.get("/v1/artifacts")).status_code == 200
+    tenant = await issue(service, "ns")
+    assert_unauthorized(await http.get("/v1/artifacts"))
+    assert_unauthorized(await http.post("/v1/artifacts", params={"name": "x"}, content=b"x"))
+    assert (await http.get("/v1/artifacts", headers=tenant.headers)).status_code == 200
+
+
+async def test_mcp_over_http_needs_a_token_once_one_exists(
+    http: httpx.AsyncClient, service: ArtifactService
+) -> None:
+    await issue(service, "ns")
+    response = await http.post(
+        "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+        headers={"Accept": "application/json, text/event-stream"},
+    )
+    assert_unauthorized(response)
+
+
+async def test_local_mode_refuses_clients_that_are_not_on_loopback(app: FastAPI) -> None:
+    transport = httpx.ASGITransport(app=app, client=("203.0.113.7", 40000))
+    async with httpx.AsyncClient(transport=transport, base_url=BASE) as remote:
+        assert_unauthorized(await remote.get("/v1/artifacts"))
+
+
+@pytest.mark.parametrize(
+    ("host", "insecure", "client", "status"),
+    [
+        ("0.0.0.0", False, "127.0.0.1", 401),  # bound publicly without the flag: no local mode at all
+        ("0.0.0.0", True, "203.0.113.7", 200),  # the explicit flag opens it to everyone
+        ("127.0.0.1", True, "203.0.113.7", 200),
+    ],
+)
+async def test_local_mode_depends_on_the_bind_address_and_the_insecure_flag(
+    tmp_path: Path, host: str, insecure: bool, client: str, status: int
+) -> None:
+    settings = make_settings(tmp_path, host=host, insecure_no_auth=insecure)
+    async with open_service(settings) as service:
+        app = create_app(settings, service=service)
+        transport = httpx.ASGITransport(app=app, client=(client, 40000))
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=transport, base_url=BASE) as remote,
+        ):
+            assert (await remote.get("/v1/artifacts")).status_code == status
+
+
+async def test_an_expired_token_is_refused(http: httpx.AsyncClient, service: ArtifactService) -> None:
+    past = datetime.now(UTC) - timedelta(minutes=1)
+    issued = await create_token(
+        service.repo, namespace="ns", scopes=frozenset({Scope.READ}), expires_at=past, now=past - timedelta(days=1)
+    )
+    leaks.register_secret(issued.token)
+    await issue(service, "ns")  # keeps token mode on: the expired one does not count as active
+    assert_unauthorized(await http.get("/v1/artifacts", headers={"Authorization": f"Bearer {issued.token}"}))
+
+
+async def test_a_revoked_token_is_refused_at_once(
+    http: httpx.AsyncClient, service: ArtifactService, tenant_a: Tenant, tenant_b: Tenant
+) -> None:
+    assert (await http.get("/v1/artifacts", headers=tenant_a.headers)).status_code == 200
+    assert await service.repo.revoke_token(tenant_a.token_id, now=datetime.now(UTC))
+    assert_unauthorized(await http.get("/v1/artifacts", headers=tenant_a.headers))
+    assert (await http.get("/v1/artifacts", headers=tenant_b.headers)).status_code == 200
+
+
+async def test_a_token_whose_id_and_secret_do_not_belong_together_is_refused(
+    http: httpx.AsyncClient, tenant_a: Tenant, tenant_b: Tenant
+) -> None:
+    a_id, a_secret = split_token(tenant_a.token) or ("", "")
+    b_id, _ = split_token(tenant_b.token) or ("", "")
+    forged = f"bst_{b_id}_{a_secret}"
+    assert_unauthorized(await http.get("/v1/artifacts", headers={"Authorization": f"Bearer {forged}"}))
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "Bearer",
+        "Bearer ",
+        "Basic dXNlcjpwYXNz",
+        "bst_abc",
+        "Bearer bst_tooshort_x",
+        "Bearer " + "A" * 8000,
+        "Bearer bst_AAAAAAAAAAAAAAAA_" + "B" * 43,  # well formed, unknown
+        "Bearer bst_AAAAAAAAAAAAAAAA_" + "B" * 42 + "=",
+        "Bearer ../../etc/passwd",
+    ],
+)
+async def test_malformed_or_unknown_credentials_are_401_never_500(
+    http: httpx.AsyncClient, tenant_a: Tenant, header: str
+) -> None:
+    assert_unauthorized(await http.get("/v1/artifacts", headers={"Authorization": header}))
+
+
+async def test_non_ascii_authorization_bytes_are_401(http: httpx.AsyncClient, tenant_a: Tenant) -> None:
+    response = await http.get("/v1/artifacts", headers=[(b"authorization", b"Bearer \xe9\xff\x00x")])
+    assert_unauthorized(response)
+
+
+async def test_scheme_is_case_insensitive(http: httpx.AsyncClient, tenant_a: Tenant) -> None:
+    response = await http.get("/v1/artifacts", headers={"Authorization": f"bEaReR {tenant_a.token}"})
+    assert response.status_code == 200
+
+
+async def test_the_local_mode_answer_is_cached_and_reset_by_token_changes(service: ArtifactService) -> None:
+    auth = authenticator_for(service)
+    auth.cache_seconds = 3600.0
+    assert not await auth.has_tokens()
+    # Created behind the authenticator's back (another process): the cached answer stands...
+    made = await create_token(service.repo, namespace="ns", scopes=frozenset({Scope.READ}))
+    leaks.register_secret(made.token)
+    assert not await auth.has_tokens()
+    # ...until it is forgotten (as token changes through the service do) or it ages out.
+    auth.forget()
+    assert await auth.has_tokens()
+    auth.cache_seconds = 0.0
+    await service.repo.revoke_token(made.record.id, now=datetime.now(UTC))
+    assert not await auth.has_tokens()
+
+
+def test_scopes_parse_from_a_comma_list_and_refuse_unknown_names() -> None:
+    assert parse_scopes("read, WRITE") == frozenset({Scope.READ, Scope.WRITE})
+    for bad in ("", "read,delete", ",", "root"):
+        with pytest.raises(InvalidRequest):
+            parse_scopes(bad)
+
+
+def test_expiry_accepts_durations_and_iso_times_in_the_future_only() -> None:
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    assert parse_expiry("30d", now) == now + timedelta(days=30)
+    assert parse_expiry("12h", now) == now + timedelta(hours=12)
+    assert parse_expiry("2031-01-01", now) == datetime(2031, 1, 1, tzinfo=UTC)
+    for bad in ("yesterday", "2020-01-01", "0s", "-5d", "5y"):
+        with pytest.raises(InvalidRequest):
+            parse_expiry(bad, now)
+
+
+@pytest.mark.parametrize("name", ["", "../x", "a/b", "a\x00b", "-lead", "x" * 65, "ünï", " a"])
+def test_namespaces_are_plain_names(name: str) -> None:
+    with pytest.raises(InvalidRequest):
+        validate_namespace(name)
+
+
+def test_bearer_parsing_takes_only_the_bearer_scheme() -> None:
+    assert bearer_token("Bearer abc") == "abc"
+    assert bearer_token("bearer   abc ") == "abc"
+    assert bearer_token("Token abc") is None
+    assert bearer_token("Bearer") is None
