@@ -224,7 +224,7 @@ class UploadManager:
         if session.declared_size is None:
             # No declared size to check up front: refuse a chunk that starts past what may still be stored.
             limit, quota_bound = await svc.size_limit(caller.namespace)
-            if index * session.chunk_size >= max(limit, 1):
+            if index > 0 and index * session.chunk_size >= limit:
                 if quota_bound:
                     raise QuotaExceeded(quota=self.settings.namespace_quota_bytes)
                 raise TooLarge(max_size=self.settings.max_artifact_size)

@@ -23,7 +23,7 @@ from blobstore.client.chunks import ProgressTracker
 from blobstore.client.models import ArtifactInfo, DownloadResult, ProgressCallback
 from blobstore.client.problems import error_from_response, local_file_error, unreachable
 from blobstore.client.retry import RetryableResponse, is_retryable_status, retry_after_seconds
-from blobstore.errors import Conflict, DigestMismatch, InvalidRange, RangeNotSatisfiable
+from blobstore.errors import Conflict, DigestMismatch, InvalidRange, RangeNotSatisfiable, StorageUnavailable
 
 _WRITE_BLOCK = 1024 * 1024
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
@@ -193,19 +193,27 @@ class Downloader:
         while part.offset < part.marker.end:
             tries += 1
             before = part.offset
+            failure: BaseException
             try:
                 await self._fetch_once(artifact, part, tracker)
             except (httpx.TransportError, RetryableResponse) as exc:
-                if part.offset > before:
-                    tries = 1
-                if tries >= policy.attempts:
-                    if isinstance(exc, RetryableResponse):
-                        raise error_from_response(exc.response) from None
-                    raise unreachable(self.api.base_url) from exc
-                retry_after = (
-                    retry_after_seconds(exc.response) if isinstance(exc, RetryableResponse) else None
-                )
-                await anyio.sleep(policy.delay(tries, retry_after))
+                failure = exc
+            else:
+                if part.offset >= part.marker.end:
+                    return
+                failure = StorageUnavailable("the server ended the download early")
+            if part.offset > before:
+                tries = 1
+            if tries >= policy.attempts:
+                if isinstance(failure, RetryableResponse):
+                    raise error_from_response(failure.response) from None
+                if isinstance(failure, StorageUnavailable):
+                    raise failure
+                raise unreachable(self.api.base_url) from failure
+            retry_after = (
+                retry_after_seconds(failure.response) if isinstance(failure, RetryableResponse) else None
+            )
+            await anyio.sleep(policy.delay(tries, retry_after))
 
     async def _fetch_once(self, artifact: ArtifactInfo, part: PartFile, tracker: ProgressTracker) -> None:
         end = part.marker.end

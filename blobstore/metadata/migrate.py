@@ -6,6 +6,7 @@ migrate`` calls :func:`upgrade`. Migrations take no data-directory lock, so they
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import anyio.to_thread
@@ -28,9 +29,18 @@ def alembic_config(database_url: str) -> Config:
     return config
 
 
+_alembic_lock = threading.Lock()
+
+
 def upgrade(database_url: str, revision: str = "head") -> None:
-    """Bring the database at ``database_url`` up to ``revision``; blocking (it runs its own event loop)."""
-    command.upgrade(alembic_config(database_url), revision)
+    """Bring the database at ``database_url`` up to ``revision``; blocking (it runs its own event loop).
+
+    Replicas may run this at the same time: on PostgreSQL the migration takes an advisory lock, on SQLite
+    ``BEGIN IMMEDIATE`` serializes it.
+    """
+    # Alembic keeps the running environment in module globals, so one migration per process at a time.
+    with _alembic_lock:
+        command.upgrade(alembic_config(database_url), revision)
 
 
 async def upgrade_async(database_url: str, revision: str = "head") -> None:

@@ -1,8 +1,8 @@
 """One server replica for the multi-replica test: the real app under uvicorn, with periodic cleanup running.
 
-Settings come from ``BLOBSTORE_*`` (``BLOBSTORE_CLEANUP_INTERVAL_SECONDS`` included); the app is built exactly
-as ``blobstore serve`` builds it, and :func:`blobstore.cleanup.periodic_cleanup` is entered in its lifespan the
-way a server wires ``--cleanup-interval``.
+Settings come from ``BLOBSTORE_*`` (``BLOBSTORE_CLEANUP_INTERVAL_SECONDS`` included); the app is built
+exactly as ``blobstore serve`` builds it, and :func:`blobstore.cleanup.periodic_cleanup` is entered in its
+lifespan the way a server wires ``--cleanup-interval``.
 """
 
 from __future__ import annotations

@@ -98,9 +98,9 @@ async def test_verify_reports_missing_corrupt_and_orphaned_blobs(local_settings:
             a.blob_id: service.local_path((await service.open_artifact(caller, a.id))[1])
             for a in (corrupt, missing)
         }
-    assert all(paths.values())
     corrupt_path, missing_path = paths[corrupt.blob_id], paths[missing.blob_id]
-    assert corrupt_path is not None and missing_path is not None
+    assert corrupt_path is not None
+    assert missing_path is not None
     with corrupt_path.open("r+b") as handle:
         handle.seek(5000)
         handle.write(b"X")
@@ -114,7 +114,8 @@ async def test_verify_reports_missing_corrupt_and_orphaned_blobs(local_settings:
         [missing.blob_id],
         [corrupt.blob_id],
     )
-    assert report["recent_unknown"] == 1 and report["orphaned"] == []
+    assert report["recent_unknown"] == 1
+    assert report["orphaned"] == []
     aged = await ainvoke(local_settings, "verify", "--json", env={"BLOBSTORE_GC_GRACE_SECONDS": "0"})
     assert json.loads(aged.output)["orphaned"] == [orphan.key]
     assert healthy.blob_id not in report["missing"] + report["corrupt"]
@@ -147,7 +148,8 @@ async def test_stats_shows_dedup_ratio_open_uploads_and_what_is_due(local_settin
     assert figures["dedup_ratio"] == 1.5
     assert figures["due"]["unreferenced_blobs"] == 1
     text = await ainvoke(local_settings, "stats")
-    assert "dedup ratio" in text.output and "1.50" in text.output
+    assert "dedup ratio" in text.output
+    assert "1.50" in text.output
 
 
 def test_migrate_creates_and_then_reports_the_current_revision(local_settings: Settings) -> None:

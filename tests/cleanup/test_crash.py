@@ -78,14 +78,14 @@ async def test_cleanup_killed_at_random_points_then_rerun_leaves_a_consistent_st
     env = _env(settings)
     offset = UPLOAD_TTL + 10.0
     crashes = 0
-    for _ in range(6):
+    for _ in range(5):
         result = _run_child(env, offset, crash_at=rng.randrange(1, 40))
         assert result.returncode in (0, -signal.SIGKILL), result.stderr[-2000:]
         crashes += result.returncode == -signal.SIGKILL
         for artifact_id, data in live.items():
             assert await read_back(service, caller, artifact_id) == data
         offset += rng.choice([0, GRACE / 2, GRACE + 1])
-    assert crashes >= 3, "the crash points should mostly fall inside a run"
+    assert crashes >= 2, "the crash points should mostly fall inside a run"
     for _ in range(2):
         offset += GRACE + 1
         final = _run_child(env, offset, crash_at=0)

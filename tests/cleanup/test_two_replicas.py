@@ -77,7 +77,7 @@ def replicas(pg_url: str, s3_storage_url: str, s3_endpoint_url: str, tmp_path: P
                 cwd=ROOT,
                 env={**env, "BLOBSTORE_PORT": str(port), "BLOBSTORE_DATA_DIR": str(tmp_path / f"r{index}")},
                 stdout=subprocess.DEVNULL,
-                # A file, not a pipe: nobody drains a pipe while the test runs, and a full one blocks the server.
+                # A file, not a pipe: nobody drains a pipe during the test, and a full one blocks the server.
                 stderr=log,
             )
             setup.processes.append(process)
@@ -127,15 +127,18 @@ async def test_two_replicas_with_cleanup_running_in_both_lose_nothing(
     replicas: Replicas, pg_url: str, s3_storage_url: str, s3_endpoint_url: str, tmp_path: Path
 ) -> None:
     rng = random.Random(4242)
-    pool = [rng.randbytes(rng.randrange(1, 200_000)) for _ in range(12)]
+    pool = [rng.randbytes(rng.randrange(1, 80_000)) for _ in range(24)]
     tally = Tally()
     limiter = anyio.CapacityLimiter(WORKERS)
 
     async def one(index: int, http: httpx.AsyncClient) -> None:
-        data = pool[rng.randrange(len(pool))]
+        # Each wave draws from a window of the pool overlapping the previous one, so content that went
+        # unreferenced (and is being swept) in one wave is uploaded again in the next.
+        wave = index * 4 // UPLOADS
+        data = pool[(wave * 5 + rng.randrange(10)) % len(pool)]
         here, there = replicas.bases[index % 2], replicas.bases[(index + 1) % 2]
         roll = rng.random()
-        ttl = 1 if roll < 0.35 else 86_400
+        ttl = 1 if roll < 0.45 else 86_400
         async with limiter:
             response = await http.post(
                 f"{here}/v1/artifacts",
@@ -149,7 +152,7 @@ async def test_two_replicas_with_cleanup_running_in_both_lose_nothing(
             if ttl == 1:
                 tally.short_lived += 1
                 return
-            if roll < 0.5:
+            if roll < 0.75:
                 assert (await http.delete(f"{there}/v1/artifacts/{artifact_id}")).status_code == 204
                 tally.deleted += 1
                 return
@@ -164,8 +167,9 @@ async def test_two_replicas_with_cleanup_running_in_both_lose_nothing(
             async with anyio.create_task_group() as group:
                 for index in range(wave * UPLOADS // 4, (wave + 1) * UPLOADS // 4):
                     group.start_soon(one, index, http)
-            # Let the replicas' cleanup expire and sweep some of this wave before the next one re-uploads it.
-            await anyio.sleep(GRACE + 1.5)
+            if wave < 3:
+                # Let the replicas' cleanup expire and sweep some of this wave before the next re-uploads it.
+                await anyio.sleep(GRACE + 1.5)
 
         lost = 0
         for artifact_id, sha in tally.kept.items():
@@ -196,14 +200,19 @@ async def test_two_replicas_with_cleanup_running_in_both_lose_nothing(
         await run_cleanup(service)
         after = await assert_consistent(service, swept=True)
     swept_during_run = int(generations or 0) - live_blobs
+    failures = sum(
+        (tmp_path / f"replica{index}.log").read_text(errors="replace").count("periodic cleanup failed")
+        for index in range(2)
+    )
     print(
         f"\ntwo replicas: uploads={tally.uploaded} short_lived={tally.short_lived} deleted={tally.deleted} "
-        f"kept={len(tally.kept)} cross_replica_reads={tally.reads} lost={lost} "
+        f"kept={len(tally.kept)} cross_replica_reads={tally.reads} lost={lost} cleanup_failures={failures} "
         f"blob_generations_created={generations} swept_by_replicas={swept_during_run} "
         f"rows_at_end={during['artifacts']} artifacts_after_final_sweep={after['artifacts']} "
         f"blobs_after_final_sweep={after['blobs']}"
     )
     assert tally.uploaded == UPLOADS
     assert lost == 0
+    assert failures == 0
     assert after["artifacts"] == len(tally.kept)
     assert swept_during_run > 0, "cleanup in the replicas should have freed blobs while uploads went on"

@@ -12,10 +12,13 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from blobstore.api import create_app
+from blobstore.api.deps import app_state
 from blobstore.client import AsyncBlobstoreClient, RetryPolicy, UploadStateStore
 from blobstore.config import Settings
+from blobstore.service import ArtifactService
 from tests.client.faults import FaultyTransport
 
 CHUNK = 1024
@@ -37,10 +40,20 @@ def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
 
 
 @pytest.fixture
-async def transport(tmp_path: Path) -> AsyncIterator[FaultyTransport]:
-    app = create_app(make_settings(tmp_path))
-    async with app.router.lifespan_context(app):
-        yield FaultyTransport(httpx.ASGITransport(app=app))
+async def app(tmp_path: Path) -> AsyncIterator[FastAPI]:
+    application = create_app(make_settings(tmp_path))
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest.fixture
+def service(app: FastAPI) -> ArtifactService:
+    return app_state(app).service
+
+
+@pytest.fixture
+def transport(app: FastAPI) -> FaultyTransport:
+    return FaultyTransport(httpx.ASGITransport(app=app))
 
 
 @pytest.fixture

@@ -36,7 +36,8 @@ class Fault:
     match: Match
     kind: str
     """``refuse`` (never reaches the server), ``lose`` (server acts, response lost), ``status`` (a proxy
-    answers ``status``), ``cut`` (body stops after ``after_bytes``), ``norange`` (a proxy drops ``Range``)."""
+    answers ``status``), ``cut`` (connection reset after ``after_bytes``), ``short`` (the body just ends
+    after ``after_bytes``), ``norange`` (a proxy drops ``Range``)."""
     times: int = 1
     status: int = 503
     headers: dict[str, str] = field(default_factory=dict)
@@ -52,9 +53,10 @@ class Seen:
 
 
 class _CutStream(httpx.AsyncByteStream):
-    def __init__(self, inner: httpx.AsyncByteStream, limit: int) -> None:
+    def __init__(self, inner: httpx.AsyncByteStream, limit: int, *, clean_end: bool) -> None:
         self.inner = inner
         self.limit = limit
+        self.clean_end = clean_end
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         sent = 0
@@ -64,7 +66,8 @@ class _CutStream(httpx.AsyncByteStream):
                 break
             yield piece[:room]
             sent += min(room, len(piece))
-        raise httpx.ReadError("connection reset by peer")
+        if not self.clean_end:
+            raise httpx.ReadError("connection reset by peer")
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -111,12 +114,12 @@ class FaultyTransport(httpx.AsyncBaseTransport):
         if fault is not None and fault.kind == "lose":
             await response.aread()
             raise httpx.ReadError("connection reset by peer", request=request)
-        if fault is not None and fault.kind == "cut":
+        if fault is not None and fault.kind in {"cut", "short"}:
             assert isinstance(response.stream, httpx.AsyncByteStream)
             return httpx.Response(
                 response.status_code,
                 headers=response.headers,
-                stream=_CutStream(response.stream, fault.after_bytes),
+                stream=_CutStream(response.stream, fault.after_bytes, clean_end=fault.kind == "short"),
                 request=request,
             )
         return response

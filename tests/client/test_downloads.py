@@ -203,3 +203,14 @@ async def test_unwritable_destination_is_a_one_line_local_error(
 
     assert caught.value.message.startswith("local file error: ")
     assert str(tmp_path) not in caught.value.message
+
+
+async def test_bodies_that_keep_ending_early_fail_after_the_retries(
+    client: AsyncBlobstoreClient, transport: FaultyTransport, stored: tuple[str, bytes], tmp_path: Path
+) -> None:
+    transport.add(Fault(content_get(), "short", times=10, after_bytes=0))
+
+    with pytest.raises(StorageUnavailable):
+        await client.download(stored[0], tmp_path / "out.bin")
+
+    assert len(range_headers(transport)) == 3

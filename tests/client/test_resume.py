@@ -7,9 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from blobstore.auth import create_token
 from blobstore.client import AsyncBlobstoreClient, RetryPolicy, UploadStateStore
 from blobstore.client.state import FileIdentity
 from blobstore.errors import StorageUnavailable
+from blobstore.models import Scope
+from blobstore.service import ArtifactService
 from tests.client.conftest import CHUNK, ClientFactory, write_random
 from tests.client.faults import Fault, FaultyTransport, chunk_put, path_is
 
@@ -59,12 +62,19 @@ async def test_rerun_sends_only_the_chunks_the_server_lacks(
 
 
 async def test_state_file_names_the_upload_and_holds_no_token(
-    make_client: ClientFactory, transport: FaultyTransport, state_store: UploadStateStore, tmp_path: Path
+    make_client: ClientFactory,
+    transport: FaultyTransport,
+    state_store: UploadStateStore,
+    service: ArtifactService,
+    tmp_path: Path,
 ) -> None:
     write_random(tmp_path / "big.bin", SIZE)
+    issued = await create_token(
+        service.repo, namespace="default", scopes=frozenset({Scope.READ, Scope.WRITE})
+    )
     transport.add(Fault(chunk_put(1), "refuse"))
 
-    async with make_client(retry=NO_RETRY, token="s3cret-token") as client:
+    async with make_client(retry=NO_RETRY, token=issued.token) as client:
         with pytest.raises(StorageUnavailable):
             await client.upload(tmp_path / "big.bin", parallel=1)
 
@@ -72,7 +82,9 @@ async def test_state_file_names_the_upload_and_holds_no_token(
     assert state_file.stat().st_mode & 0o777 == 0o600
     text = state_file.read_text()
     assert first_upload_id(transport) in text
-    assert "s3cret-token" not in text
+    assert issued.token not in text
+    secret = issued.token.removeprefix(f"bst_{issued.record.id}_")
+    assert secret not in text
 
 
 async def test_upload_gone_from_the_server_starts_over(

@@ -140,10 +140,11 @@ async def test_check_passes_and_names_the_dialect(repo: MetadataRepository, data
 
 
 @pytest.mark.parametrize(
-    "url",
-    ["postgresql+asyncpg://postgres@127.0.0.1:1/none", "sqlite+aiosqlite:///{tmp}/missing-dir/metadata.db"],
+    "url", ["postgresql+asyncpg://postgres@127.0.0.1:1/none", "sqlite+aiosqlite:///{tmp}/not-a-database.db"]
 )
-async def test_check_reports_an_unreachable_database_as_storage_unavailable(url: str, tmp_path: Path) -> None:
+async def test_check_reports_an_unusable_database_as_storage_unavailable(url: str, tmp_path: Path) -> None:
+    # Not a missing directory for SQLite: aiosqlite then leaves a stop callback for a loop that may be closed.
+    (tmp_path / "not-a-database.db").write_bytes(b"this is not a SQLite file" * 100)
     repo = await MetadataRepository.open(url.format(tmp=tmp_path))
     try:
         with pytest.raises(StorageUnavailable):

@@ -54,7 +54,7 @@ def test_lock_is_free_again_after_release(tmp_path: Path) -> None:
 
 
 def test_lock_is_released_when_the_holder_dies(tmp_path: Path) -> None:
-    holder = subprocess.Popen(
+    with subprocess.Popen(
         [
             sys.executable,
             "-c",
@@ -65,16 +65,15 @@ def test_lock_is_released_when_the_holder_dies(tmp_path: Path) -> None:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-    )
-    try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(AlreadyRunning) as busy:
-            DataDirLock(tmp_path).acquire()
-        assert busy.value.pid == holder.pid
-    finally:
-        holder.kill()
-        holder.wait(timeout=60)
+    ) as holder:
+        try:
+            assert holder.stdout is not None
+            assert holder.stdout.readline().strip() == "held"
+            with pytest.raises(AlreadyRunning) as busy:
+                DataDirLock(tmp_path).acquire()
+            assert busy.value.pid == holder.pid
+        finally:
+            holder.kill()
 
     with DataDirLock(tmp_path) as lock:
         assert lock.held

@@ -36,7 +36,9 @@ async def b_holdings(http: httpx.AsyncClient, tenant_b: Tenant) -> Holdings:
     assert stored.status_code == 201, stored.text
     chunk = payload("tenant-b-chunk", 1024)[:1024]
     begun = await http.post(
-        "/v1/uploads", json={"name": "b-upload.bin", "chunk_size": 1024, "size": 2048}, headers=tenant_b.headers
+        "/v1/uploads",
+        json={"name": "b-upload.bin", "chunk_size": 1024, "size": 2048},
+        headers=tenant_b.headers,
     )
     assert begun.status_code == 201, begun.text
     upload_id = begun.json()["upload_id"]
@@ -119,7 +121,9 @@ async def test_listing_shows_only_the_callers_namespace_and_never_a_foreign_dige
     http: httpx.AsyncClient, tenant_a: Tenant, tenant_b: Tenant
 ) -> None:
     held = await b_holdings(http, tenant_b)
-    own = await http.post("/v1/artifacts", params={"name": "a.bin"}, content=b"a's bytes", headers=tenant_a.headers)
+    own = await http.post(
+        "/v1/artifacts", params={"name": "a.bin"}, content=b"a's bytes", headers=tenant_a.headers
+    )
     listed = await http.get("/v1/artifacts", headers=tenant_a.headers)
     assert [item["id"] for item in listed.json()["items"]] == [own.json()["id"]]
     assert held.artifact_id not in listed.text
@@ -137,7 +141,9 @@ async def test_same_content_in_two_namespaces_stays_two_artifacts_and_reveals_no
     assert copy.status_code == 201
     body = copy.json()
     assert body["id"] != held.artifact_id
-    assert set(body) == set((await http.get(f"/v1/artifacts/{held.artifact_id}", headers=tenant_b.headers)).json())
+    assert set(body) == set(
+        (await http.get(f"/v1/artifacts/{held.artifact_id}", headers=tenant_b.headers)).json()
+    )
     # A deleting its copy leaves B's artifact whole.
     assert (await http.delete(f"/v1/artifacts/{body['id']}", headers=tenant_a.headers)).status_code == 204
     await assert_b_untouched(http, tenant_b, held)
@@ -200,7 +206,10 @@ async def test_mcp_lists_and_reads_nothing_of_another_namespace(
         ("read_artifact", {"uri": "blobstore://artifacts/{artifact}"}),
         ("read_artifact", {"uri": "blobstore://artifacts/{artifact}", "offset": 0, "length": 8}),
         ("upload_status", {"upload_id": "{upload}"}),
-        ("upload_chunk", {"upload_id": "{upload}", "index": 1, "data": base64.b64encode(b"z" * 1024).decode()}),
+        (
+            "upload_chunk",
+            {"upload_id": "{upload}", "index": 1, "data": base64.b64encode(b"z" * 1024).decode()},
+        ),
         ("upload_commit", {"upload_id": "{upload}"}),
         ("upload_abort", {"upload_id": "{upload}"}),
     ],

@@ -36,7 +36,9 @@ ENDPOINTS: list[tuple[str, str, dict[str, Any], Scope, int]] = [
 
 
 async def _own_objects(http: httpx.AsyncClient, writer: Tenant) -> dict[str, str]:
-    stored = await http.post("/v1/artifacts", params={"name": "x.bin"}, content=b"0123456789", headers=writer.headers)
+    stored = await http.post(
+        "/v1/artifacts", params={"name": "x.bin"}, content=b"0123456789", headers=writer.headers
+    )
     begun = await http.post(
         "/v1/uploads", json={"name": "u.bin", "size": 2048, "chunk_size": 1024}, headers=writer.headers
     )
@@ -70,7 +72,9 @@ async def test_each_endpoint_needs_its_scope(
             assert response.json()["required_scope"] == needed.value
 
 
-async def test_a_missing_scope_answers_the_same_for_any_id(http: httpx.AsyncClient, service: ArtifactService) -> None:
+async def test_a_missing_scope_answers_the_same_for_any_id(
+    http: httpx.AsyncClient, service: ArtifactService
+) -> None:
     """Scope is checked before the lookup, so a 403 says nothing about whether an id exists anywhere."""
     owner = await issue(service, "other")
     reader = await issue(service, "team", READ)
@@ -83,7 +87,9 @@ async def test_a_missing_scope_answers_the_same_for_any_id(http: httpx.AsyncClie
     assert '"forbidden"' in answers.pop()
 
 
-async def test_health_probes_and_the_schema_need_no_token(http: httpx.AsyncClient, service: ArtifactService) -> None:
+async def test_health_probes_and_the_schema_need_no_token(
+    http: httpx.AsyncClient, service: ArtifactService
+) -> None:
     await issue(service, "team")
     for path in ("/healthz", "/readyz", "/openapi.json"):
         assert (await http.get(path)).status_code == 200
@@ -108,7 +114,11 @@ async def test_mcp_read_scope_lists_and_reads_but_cannot_upload(
             name: await client.call_tool(name, args)
             for name, args in {
                 "upload_begin": {"name": "x.bin"},
-                "upload_chunk": {"upload_id": ids["upload"], "index": 0, "data": base64.b64encode(b"c").decode()},
+                "upload_chunk": {
+                    "upload_id": ids["upload"],
+                    "index": 0,
+                    "data": base64.b64encode(b"c").decode(),
+                },
                 "upload_status": {"upload_id": ids["upload"]},
                 "upload_commit": {"upload_id": ids["upload"]},
                 "upload_abort": {"upload_id": ids["upload"]},

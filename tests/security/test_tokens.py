@@ -58,7 +58,9 @@ async def test_token_has_a_public_id_and_only_the_hash_of_its_secret_is_stored(
 
 
 async def test_two_tokens_never_share_id_or_secret(service: ArtifactService) -> None:
-    made = [await create_token(service.repo, namespace="ns", scopes=frozenset({Scope.READ})) for _ in range(20)]
+    made = [
+        await create_token(service.repo, namespace="ns", scopes=frozenset({Scope.READ})) for _ in range(20)
+    ]
     for item in made:
         leaks.register_secret(item.token)
     assert len({split_token(m.token) for m in made}) == 20
@@ -133,7 +135,11 @@ async def test_local_mode_depends_on_the_bind_address_and_the_insecure_flag(
 async def test_an_expired_token_is_refused(http: httpx.AsyncClient, service: ArtifactService) -> None:
     past = datetime.now(UTC) - timedelta(minutes=1)
     issued = await create_token(
-        service.repo, namespace="ns", scopes=frozenset({Scope.READ}), expires_at=past, now=past - timedelta(days=1)
+        service.repo,
+        namespace="ns",
+        scopes=frozenset({Scope.READ}),
+        expires_at=past,
+        now=past - timedelta(days=1),
     )
     leaks.register_secret(issued.token)
     await issue(service, "ns")  # keeps token mode on: the expired one does not count as active

@@ -1,0 +1,151 @@
+"""Disk full (ENOSPC) at write, fsync and publish, through the HTTP API over the local-disk backend: the
+request fails with 507 ``storage_full``, nothing becomes visible, and the next upload succeeds."""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import blobstore.storage.local as local_backend
+from blobstore.api import create_app
+from blobstore.models import Caller
+from blobstore.runtime import open_service
+from blobstore.service import ArtifactService
+from tests.security.conftest import BASE, make_settings, payload
+
+
+class FaultyOs:
+    """``os`` for the local backend only, with one call failing (ENOSPC by default) while ``armed``."""
+
+    def __init__(self, failing: str, code: int = errno.ENOSPC) -> None:
+        self.failing = failing
+        self.code = code
+        self.armed = True
+        self.failures = 0
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(os, name)
+        if name != self.failing:
+            return real
+
+        def fail(*args: Any, **kwargs: Any) -> Any:
+            if self.armed:
+                self.failures += 1
+                raise OSError(self.code, os.strerror(self.code))
+            return real(*args, **kwargs)
+
+        return fail
+
+
+@pytest.fixture
+async def disk(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, ArtifactService, Path]]:
+    root = tmp_path / "blobs"
+    settings = make_settings(tmp_path, storage_url=root.as_uri())
+    async with open_service(settings) as service:
+        app = create_app(settings, service=service)
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http,
+        ):
+            yield http, service, root
+
+
+async def visible(service: ArtifactService, root: Path) -> tuple[int, int, list[str]]:
+    objects = [item async for item in service.blobs.iter_objects()]
+    artifacts = await service.list_artifacts(Caller(namespace="default"))
+    temp = sorted(p.name for p in (root / "tmp").iterdir())
+    return len(objects), len(artifacts.items), temp
+
+
+def arm(monkeypatch: pytest.MonkeyPatch, call: str, code: int = errno.ENOSPC) -> FaultyOs:
+    faulty = FaultyOs(call, code)
+    monkeypatch.setattr(local_backend, "os", faulty)
+    return faulty
+
+
+FAULTS = ["write", "fsync", "link"]
+
+
+@pytest.mark.parametrize("call", FAULTS)
+async def test_a_single_request_upload_on_a_full_disk_is_507_and_leaves_nothing(
+    disk: tuple[httpx.AsyncClient, ArtifactService, Path], monkeypatch: pytest.MonkeyPatch, call: str
+) -> None:
+    http, service, root = disk
+    faulty = arm(monkeypatch, call)
+    data = payload("enospc-single")
+    failed = await http.post("/v1/artifacts", params={"name": "full.bin"}, content=data)
+    assert failed.status_code == 507, failed.text
+    assert failed.json()["code"] == "storage_full"
+    assert faulty.failures >= 1
+    assert await visible(service, root) == (0, 0, [])
+    faulty.armed = False
+    stored = await http.post("/v1/artifacts", params={"name": "after.bin"}, content=data)
+    assert stored.status_code == 201
+    assert (await http.get(f"/v1/artifacts/{stored.json()['id']}/content")).content == data
+
+
+@pytest.mark.parametrize("call", FAULTS)
+async def test_a_chunk_on_a_full_disk_is_507_and_is_not_recorded(
+    disk: tuple[httpx.AsyncClient, ArtifactService, Path], monkeypatch: pytest.MonkeyPatch, call: str
+) -> None:
+    http, service, root = disk
+    data = payload("enospc-chunk", 2048)[:2048]
+    begun = await http.post("/v1/uploads", json={"name": "c.bin", "size": 2048, "chunk_size": 1024})
+    upload_id = begun.json()["upload_id"]
+    faulty = arm(monkeypatch, call)
+    failed = await http.put(f"/v1/uploads/{upload_id}/chunks/0", content=data[:1024])
+    assert (failed.status_code, failed.json()["code"]) == (507, "storage_full")
+    status = await http.get(f"/v1/uploads/{upload_id}")
+    assert status.json()["chunks_received"] == []
+    assert not list((root / "staging" / upload_id).iterdir())
+    faulty.armed = False
+    for index in range(2):
+        put = await http.put(
+            f"/v1/uploads/{upload_id}/chunks/{index}", content=data[index * 1024 : (index + 1) * 1024]
+        )
+        assert put.status_code == 200
+    done = await http.post(f"/v1/uploads/{upload_id}/complete", json={})
+    assert done.status_code == 201
+    assert (await http.get(f"/v1/artifacts/{done.json()['id']}/content")).content == data
+
+
+@pytest.mark.parametrize("call", FAULTS)
+async def test_a_completion_on_a_full_disk_is_507_and_the_upload_can_complete_later(
+    disk: tuple[httpx.AsyncClient, ArtifactService, Path], monkeypatch: pytest.MonkeyPatch, call: str
+) -> None:
+    http, service, root = disk
+    data = payload("enospc-complete", 2048)[:2048]
+    begun = await http.post("/v1/uploads", json={"name": "c.bin", "size": 2048, "chunk_size": 1024})
+    upload_id = begun.json()["upload_id"]
+    for index in range(2):
+        await http.put(
+            f"/v1/uploads/{upload_id}/chunks/{index}", content=data[index * 1024 : (index + 1) * 1024]
+        )
+    faulty = arm(monkeypatch, call)
+    failed = await http.post(f"/v1/uploads/{upload_id}/complete", json={})
+    assert (failed.status_code, failed.json()["code"]) == (507, "storage_full")
+    assert await visible(service, root) == (0, 0, [])
+    assert (await http.get(f"/v1/uploads/{upload_id}")).json()["state"] == "open"
+    faulty.armed = False
+    done = await http.post(f"/v1/uploads/{upload_id}/complete", json={})
+    assert done.status_code == 201
+    assert (await http.get(f"/v1/artifacts/{done.json()['id']}/content")).content == data
+
+
+@pytest.mark.parametrize("call", FAULTS)
+async def test_other_io_errors_are_503_and_leave_nothing(
+    disk: tuple[httpx.AsyncClient, ArtifactService, Path], monkeypatch: pytest.MonkeyPatch, call: str
+) -> None:
+    http, service, root = disk
+    faulty = arm(monkeypatch, call, errno.EIO)
+    failed = await http.post("/v1/artifacts", params={"name": "eio.bin"}, content=b"bytes")
+    assert (failed.status_code, failed.json()["code"]) == (503, "storage_unavailable")
+    assert await visible(service, root) == (0, 0, [])
+    faulty.armed = False
+    assert (await http.post("/v1/artifacts", params={"name": "ok.bin"}, content=b"bytes")).status_code == 201

@@ -1,0 +1,147 @@
+"""Stalled request bodies end with 408 ``request_timeout`` and hold nothing: the staged temp file is gone and
+no chunk or artifact is recorded. Once a body is complete the guard no longer times anything."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from fastapi import FastAPI
+from starlette.types import Message, Receive, Scope, Send
+
+from blobstore.api import create_app
+from blobstore.api.guard import BodyGuard
+from blobstore.models import Caller
+from blobstore.runtime import open_service
+from blobstore.service import ArtifactService
+from mcp_resources.http import McpHttpExtension
+from tests.security.conftest import make_settings, running
+
+TIMEOUT = 0.2
+
+
+@pytest.fixture
+async def stalling(tmp_path: Path) -> AsyncIterator[tuple[FastAPI, ArtifactService, Path]]:
+    root = tmp_path / "blobs"
+    settings = make_settings(tmp_path, storage_url=root.as_uri(), body_timeout_seconds=TIMEOUT)
+    async with open_service(settings) as service:
+        app = create_app(settings, service=service, extensions=[McpHttpExtension(settings)])
+        async with running(app):
+            yield app, service, root
+
+
+def http_scope(
+    method: str, path: str, query: bytes = b"", headers: list[tuple[bytes, bytes]] | None = None
+) -> Scope:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query,
+        "root_path": "",
+        "headers": [(b"host", b"127.0.0.1"), *(headers or [])],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 80),
+    }
+
+
+async def call_stalling(app: Any, scope: Scope, first: bytes) -> tuple[int, dict[str, Any]]:
+    """Send ``first`` as the start of the body, then nothing at all."""
+    sent: list[Message] = []
+    delivered = False
+
+    async def receive() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": first, "more_body": True}
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start["status"], json.loads(body) if body else {}
+
+
+async def test_a_stalled_single_upload_is_408_and_leaves_nothing(
+    stalling: tuple[FastAPI, ArtifactService, Path],
+) -> None:
+    app, service, root = stalling
+    scope = http_scope("POST", "/v1/artifacts", b"name=slow.bin", [(b"content-length", b"100000")])
+    status, body = await call_stalling(app, scope, b"s" * 5000)
+    assert (status, body["code"]) == (408, "request_timeout")
+    assert list((root / "tmp").iterdir()) == []
+    assert [o async for o in service.blobs.iter_objects()] == []
+    assert (await service.list_artifacts(Caller(namespace="default"))).items == []
+
+
+async def test_a_stalled_chunk_is_408_not_recorded_and_the_upload_goes_on(
+    stalling: tuple[FastAPI, ArtifactService, Path],
+) -> None:
+    app, service, root = stalling
+    caller = Caller(namespace="default")
+    session = await service.uploads.begin(caller, name="c.bin", chunk_size=1024, size=1024)
+    scope = http_scope("PUT", f"/v1/uploads/{session.id}/chunks/0", headers=[(b"content-length", b"1024")])
+    status, body = await call_stalling(app, scope, b"c" * 100)
+    assert (status, body["code"]) == (408, "request_timeout")
+    assert list((root / "tmp").iterdir()) == []
+    assert (await service.uploads.status(caller, session.id)).chunks == []
+
+    async def whole() -> AsyncIterator[bytes]:
+        yield b"c" * 1024
+
+    await service.uploads.put_chunk(caller, session.id, 0, whole())
+    assert (await service.uploads.complete(caller, session.id)).size == 1024
+
+
+async def test_a_stalled_mcp_request_does_not_hang_or_fail_with_5xx(
+    stalling: tuple[FastAPI, ArtifactService, Path],
+) -> None:
+    app, _service, _root = stalling
+    scope = http_scope(
+        "POST",
+        "/mcp",
+        headers=[
+            (b"content-type", b"application/json"),
+            (b"accept", b"application/json, text/event-stream"),
+            (b"content-length", b"5000"),
+        ],
+    )
+    with anyio.fail_after(30):  # a guard against hanging the suite, not a measurement
+        status, _body = await call_stalling(app, scope, b'{"jsonrpc": "2.0", ')
+    assert 400 <= status < 500
+
+
+async def test_after_a_complete_body_receive_is_no_longer_timed() -> None:
+    """A streaming response waits on ``receive`` for the disconnect far longer than any body timeout."""
+    seen: list[str] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        seen.append((await receive())["type"])
+        seen.append((await receive())["type"])
+
+    messages = [{"type": "http.request", "body": b"done", "more_body": False}]
+
+    async def receive() -> Message:
+        if messages:
+            return messages.pop()
+        await anyio.sleep(TIMEOUT * 3)
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        raise AssertionError("nothing is sent")
+
+    await BodyGuard(app, timeout=TIMEOUT, max_body=100)(http_scope("POST", "/x"), receive, send)
+    assert seen == ["http.request", "http.disconnect"]
