@@ -121,10 +121,10 @@ class MetadataRepository:
         """Record ``artifact`` over ``blob``'s content in one transaction, deduplicating onto a live blob.
 
         The live blob is read ``FOR SHARE`` on PostgreSQL, which a GC claim's ``FOR UPDATE`` conflicts with,
-        so a blob cannot be tombstoned between the dedup decision and the new reference; a blob a claim already
-        locked is seen as tombstoned once the claim commits, and the content gets a new blob row. Concurrent
-        dedups onto one blob share the lock, so a popular blob is not a hot row. SQLite gets the same guarantee
-        from ``BEGIN IMMEDIATE``.
+        so a blob cannot be tombstoned between the dedup decision and the new reference; a blob a claim
+        already locked is seen as tombstoned once the claim commits, and the content gets a new blob row.
+        Concurrent dedups onto one blob share the lock, so a popular blob is not a hot row. SQLite gets the
+        same guarantee from ``BEGIN IMMEDIATE``.
         """
         same_content = (blobs.c.sha256 == blob.sha256, blobs.c.size == blob.size, blobs.c.state == _LIVE)
         async with self._engine.begin() as conn:
@@ -582,10 +582,10 @@ class MetadataRepository:
         """Tombstone up to ``limit`` blobs unreferenced since before ``older_than``; return the claimed ones.
 
         A tombstoned blob is never deduplicated onto again, so its object may be deleted once this returns.
-        Candidates (marked before ``older_than``) are locked first, ``FOR UPDATE SKIP LOCKED`` on PostgreSQL so
-        a commit holding ``FOR SHARE`` on one keeps it; only then are references checked, by a second statement
-        whose fresh snapshot sees every reference committed before the locks were taken. Candidates found
-        referenced (a mark that raced with a commit) get their mark cleared.
+        Candidates (marked before ``older_than``) are locked first, ``FOR UPDATE SKIP LOCKED`` on PostgreSQL
+        so a commit holding ``FOR SHARE`` on one keeps it; only then are references checked, by a second
+        statement whose fresh snapshot sees every reference committed before the locks were taken. Candidates
+        found referenced (a mark that raced with a commit) get their mark cleared.
         """
         candidates = (
             sa.select(blobs.c.id)
