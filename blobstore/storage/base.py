@@ -1,16 +1,17 @@
 """The blob storage contract.
 
-A :class:`BlobStore` keeps immutable objects under *generation keys*: a fan-out prefix plus a random suffix, so a
-delayed delete of one generation can never remove a newer copy of the same content. Every write is hashed while
-it streams (SHA-256 of the object, XXH3-128 of each fixed storage chunk), checked against the caller's claims and
-published atomically; nothing is visible under a generation key until it is complete and verified.
+A :class:`BlobStore` keeps immutable objects under *generation keys*: a fan-out prefix plus a random
+suffix, so a delayed delete of one generation can never remove a newer copy of the same content. Every
+write is hashed while it streams (SHA-256 of the object, XXH3-128 of each fixed storage chunk), checked
+against the caller's claims and published atomically; nothing is visible under a generation key until it
+is complete and verified.
 
-Chunked uploads go through *staging*: ``stage_begin`` returns an opaque ``staging_ref`` that the metadata keeps
-(so chunks of one upload may arrive at different replicas), ``stage_put`` keeps one chunk, ``stage_commit``
-turns the staged chunks into a blob, ``stage_abort`` frees them.
+Chunked uploads go through *staging*: ``stage_begin`` returns an opaque ``staging_ref`` that the metadata
+keeps (so chunks of one upload may arrive at different replicas), ``stage_put`` keeps one chunk,
+``stage_commit`` turns the staged chunks into a blob, ``stage_abort`` frees them.
 
-Optional capabilities are separate protocols, checked with ``isinstance``: :class:`SupportsLocalPath` (zero-copy
-downloads from local disk) and :class:`SupportsPresign` (redirects to presigned S3 URLs).
+Optional capabilities are separate protocols, checked with ``isinstance``: :class:`SupportsLocalPath`
+(zero-copy downloads from local disk) and :class:`SupportsPresign` (redirects to presigned S3 URLs).
 """
 
 from __future__ import annotations

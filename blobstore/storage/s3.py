@@ -332,12 +332,29 @@ class S3BlobStore:
         while True:
             page = await self._call("list_multipart_uploads", Prefix=self._object_key(""), **markers)
             for upload in page.get("Uploads", []):
-                if upload["Initiated"] < older_than:
+                if await self._last_activity(upload) < older_than:
                     await self._abort_upload(upload["Key"], upload["UploadId"])
                     aborted += 1
             if not page.get("IsTruncated"):
                 return aborted
             markers = {"KeyMarker": page["NextKeyMarker"], "UploadIdMarker": page["NextUploadIdMarker"]}
+
+    async def _last_activity(self, upload: dict[str, Any]) -> datetime:
+        """When a multipart upload was last written to: its start or its newest part.
+
+        Some endpoints (moto) report a fixed ``Initiated`` time, and a long commit keeps adding parts long after
+        it started, so the newest part's time is what tells an abandoned upload from a busy one.
+        """
+        newest: datetime = upload["Initiated"]
+        try:
+            parts = await self._raw("list_parts", Key=upload["Key"], UploadId=upload["UploadId"], MaxParts=1000)
+        except ClientError as exc:
+            if error_code(exc) in _NOT_FOUND_CODES:
+                return newest
+            raise s3_error(exc) from exc
+        for part in parts.get("Parts", []):
+            newest = max(newest, part["LastModified"])
+        return newest
 
     async def _abort_upload(self, object_key: str, upload_id: str) -> None:
         try:

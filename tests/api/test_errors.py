@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pathlib import Path
+
 import httpx
 import pytest
 from fastapi import APIRouter
@@ -97,13 +99,16 @@ async def test_health_and_readiness(client: httpx.AsyncClient) -> None:
 
 
 async def test_readiness_fails_when_the_database_is_gone(
-    client: httpx.AsyncClient, service: ArtifactService
+    client: httpx.AsyncClient, service: ArtifactService, tmp_path: Path
 ) -> None:
     await service.repo.close()
-    # A disposed engine reconnects lazily; point it at a file that cannot be opened.
+    # Point the service at a database file that is not a database. (A path that cannot be opened at all makes
+    # aiosqlite's worker thread outlive the event loop, which is a different failure than the one shown here.)
     from blobstore.metadata.repository import MetadataRepository
 
-    service.repo = await MetadataRepository.open("sqlite+aiosqlite:////nonexistent-dir/x.sqlite3")
+    broken = tmp_path / "broken.sqlite3"
+    broken.write_bytes(b"this is not a database" * 100)
+    service.repo = await MetadataRepository.open(f"sqlite+aiosqlite:///{broken}")
     ready = await client.get("/readyz")
     assert ready.status_code == 503
     assert ready.json()["checks"]["database"] == "storage_unavailable"

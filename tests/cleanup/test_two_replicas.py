@@ -114,6 +114,11 @@ def _wait_ready(process: subprocess.Popen[bytes], base: str, log: Path) -> None:
         time.sleep(0.1)
 
 
+def _log_tail(directory: Path, index: int, size: int | None = 4000) -> str:
+    text = (directory / f"replica{index}.log").read_text(errors="replace")
+    return text if size is None else text[-size:]
+
+
 @dataclass
 class Tally:
     uploaded: int = 0
@@ -162,21 +167,28 @@ async def test_two_replicas_with_cleanup_running_in_both_lose_nothing(
             tally.reads += 1
             tally.kept[artifact_id] = hashlib.sha256(data).hexdigest()
 
-    async with httpx.AsyncClient(timeout=120) as http:
-        for wave in range(4):
-            async with anyio.create_task_group() as group:
-                for index in range(wave * UPLOADS // 4, (wave + 1) * UPLOADS // 4):
-                    group.start_soon(one, index, http)
-            if wave < 3:
-                # Let the replicas' cleanup expire and sweep some of this wave before the next re-uploads it.
-                await anyio.sleep(GRACE + 1.5)
-
+    async def drive() -> int:
         lost = 0
-        for artifact_id, sha in tally.kept.items():
-            for base in replicas.bases:
-                read = await http.get(f"{base}/v1/artifacts/{artifact_id}/content")
-                if read.status_code != 200 or hashlib.sha256(read.content).hexdigest() != sha:
-                    lost += 1
+        async with httpx.AsyncClient(timeout=120) as http:
+            for wave in range(4):
+                async with anyio.create_task_group() as group:
+                    for index in range(wave * UPLOADS // 4, (wave + 1) * UPLOADS // 4):
+                        group.start_soon(one, index, http)
+                if wave < 3:
+                    # Let the replicas' cleanup expire and sweep some of this wave before the next re-uploads it.
+                    await anyio.sleep(GRACE + 1.5)
+            for artifact_id, sha in tally.kept.items():
+                for base in replicas.bases:
+                    read = await http.get(f"{base}/v1/artifacts/{artifact_id}/content")
+                    if read.status_code != 200 or hashlib.sha256(read.content).hexdigest() != sha:
+                        lost += 1
+        return lost
+
+    try:
+        lost = await drive()
+    except Exception as exc:
+        logs = "\n".join(_log_tail(tmp_path, index) for index in range(2))
+        raise AssertionError(f"{exc!r}; replica logs:\n{logs}") from exc
 
     settings = Settings(
         data_dir=tmp_path / "check",
@@ -200,10 +212,7 @@ async def test_two_replicas_with_cleanup_running_in_both_lose_nothing(
         await run_cleanup(service)
         after = await assert_consistent(service, swept=True)
     swept_during_run = int(generations or 0) - live_blobs
-    failures = sum(
-        (tmp_path / f"replica{index}.log").read_text(errors="replace").count("periodic cleanup failed")
-        for index in range(2)
-    )
+    failures = sum(_log_tail(tmp_path, index, None).count("periodic cleanup failed") for index in range(2))
     print(
         f"\ntwo replicas: uploads={tally.uploaded} short_lived={tally.short_lived} deleted={tally.deleted} "
         f"kept={len(tally.kept)} cross_replica_reads={tally.reads} lost={lost} cleanup_failures={failures} "

@@ -1,9 +1,9 @@
 """What must never appear in a log, collected while the tests run, and the search for it.
 
 Tests register every token secret they mint and every payload they upload; servers they start write their
-stderr and audit log to files registered here. ``tests/zz_logs`` (last in file order) greps all of it, plus the
-in-process log of the whole run, for the secrets, for the payloads (raw marker, base64 at every alignment,
-SHA-256) and for anything shaped like a token.
+stderr and audit log to files registered here. ``tests/zz_logs`` (last in file order) greps all of it, plus
+the in-process log of the whole run, for the secrets, for the payloads (raw marker, base64 at every
+alignment, SHA-256) and for anything shaped like a token.
 """
 
 from __future__ import annotations

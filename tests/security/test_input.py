@@ -237,11 +237,13 @@ async def test_names_are_escaped_in_content_disposition(
         return
     assert stored.status_code == 201
     header = (await http.get(f"/v1/artifacts/{stored.json()['id']}/content")).headers["content-disposition"]
-    assert "\r" not in header and "\n" not in header
+    assert "\r" not in header
+    assert "\n" not in header
     plain, _, extended = header.partition("; filename*=UTF-8''")
     assert unquote(extended) == name  # RFC 8187 filename* carries the exact name back
     fallback = plain.removeprefix('attachment; filename="').removesuffix('"')
-    assert "/" not in fallback and "\\\\" not in fallback  # no path separators in the ASCII fallback
+    assert "/" not in fallback
+    assert "\\\\" not in fallback
     assert all(32 <= ord(ch) < 127 for ch in fallback)
     assert '"' not in fallback.replace('\\"', "")  # every quote is escaped
 

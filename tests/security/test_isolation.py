@@ -234,7 +234,8 @@ async def test_mcp_tools_treat_foreign_ids_as_never_existing(
     async with mcp_as(tenant_a) as client:
         foreign = await client.call_tool(tool, fill(held.artifact_id, held.upload_id))
         missing = await client.call_tool(tool, fill(never_artifact, never_upload))
-    assert foreign.is_error and missing.is_error
+    assert foreign.is_error
+    assert missing.is_error
     assert foreign.structured_content is not None
     assert foreign.structured_content["error"]["code"] == "not_found"
     real_view = _normalise(foreign.structured_content, held.artifact_id, held.upload_id)

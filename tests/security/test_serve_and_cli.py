@@ -1,5 +1,6 @@
-"""``blobstore serve`` refuses a public address without tokens, says when it runs in local mode; ``blobstore
-token`` prints a secret once and stores only its hash; ``blobstore mcp`` stays in the namespace it is given."""
+"""``blobstore serve`` refuses a public address without tokens and says when it runs in local mode;
+``blobstore token`` prints a secret once and stores only its hash; ``blobstore mcp`` stays in the namespace
+it is given."""
 
 from __future__ import annotations
 

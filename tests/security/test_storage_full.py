@@ -94,7 +94,7 @@ async def test_a_single_request_upload_on_a_full_disk_is_507_and_leaves_nothing(
 async def test_a_chunk_on_a_full_disk_is_507_and_is_not_recorded(
     disk: tuple[httpx.AsyncClient, ArtifactService, Path], monkeypatch: pytest.MonkeyPatch, call: str
 ) -> None:
-    http, service, root = disk
+    http, _service, root = disk
     data = payload("enospc-chunk", 2048)[:2048]
     begun = await http.post("/v1/uploads", json={"name": "c.bin", "size": 2048, "chunk_size": 1024})
     upload_id = begun.json()["upload_id"]

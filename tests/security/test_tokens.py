@@ -158,7 +158,7 @@ async def test_a_revoked_token_is_refused_at_once(
 async def test_a_token_whose_id_and_secret_do_not_belong_together_is_refused(
     http: httpx.AsyncClient, tenant_a: Tenant, tenant_b: Tenant
 ) -> None:
-    a_id, a_secret = split_token(tenant_a.token) or ("", "")
+    _a_id, a_secret = split_token(tenant_a.token) or ("", "")
     b_id, _ = split_token(tenant_b.token) or ("", "")
     forged = f"bst_{b_id}_{a_secret}"
     assert_unauthorized(await http.get("/v1/artifacts", headers={"Authorization": f"Bearer {forged}"}))
