@@ -16,6 +16,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from blobstore import __version__
+from blobstore.api import tus
 from blobstore.api.deps import STATE_KEY, AppState
 from blobstore.api.errors import install_error_handlers
 from blobstore.api.guard import MULTIPART_ALLOWANCE, BodyGuard
@@ -54,6 +55,10 @@ def create_app(
                 running = await stack.enter_async_context(open_service(settings, server=True))
             for extension in extensions:
                 await stack.enter_async_context(extension.lifespan(running))
+            if service is None:
+                from blobstore.cleanup import periodic_cleanup
+
+                await stack.enter_async_context(periodic_cleanup(running, settings.cleanup_interval_seconds))
             setattr(app.state, STATE_KEY, AppState(settings=settings, service=running))
             try:
                 yield
@@ -75,6 +80,7 @@ def create_app(
     app.include_router(health.router)
     app.include_router(uploads.router)
     app.include_router(artifacts.router)
+    app.include_router(tus.router)
     for extension in extensions:
         # The exact path as a route too: a bare Mount answers POST /mcp with a 307 to /mcp/.
         app.router.routes.append(Route(extension.path, endpoint=extension.app))

@@ -58,6 +58,19 @@ def _run_hypercorn(settings: Settings) -> None:
     asyncio.run(serve(build_app(settings), config))  # type: ignore[arg-type]
 
 
+def settings_environment(settings: Settings) -> dict[str, str]:
+    """Every setting given explicitly (flag or environment) as its ``BLOBSTORE_*`` variable."""
+    env: dict[str, str] = {}
+    for name, value in settings.model_dump(exclude_unset=True).items():
+        if value is None:
+            continue
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        env[f"BLOBSTORE_{name.upper()}"] = text
+    # The data directory always travels: its default depends on the worker's own environment.
+    env["BLOBSTORE_DATA_DIR"] = str(settings.data_dir)
+    return env
+
+
 def _run_granian(settings: Settings) -> None:
     from granian.constants import Interfaces
     from granian.log import LogLevels
@@ -65,11 +78,7 @@ def _run_granian(settings: Settings) -> None:
 
     # The worker process builds the app from the environment (blobstore.asgi:app_from_env), so the settings
     # given as flags travel there as BLOBSTORE_* variables. One worker: SQLite mode allows one process.
-    os.environ["BLOBSTORE_HOST"] = settings.host
-    os.environ["BLOBSTORE_PORT"] = str(settings.port)
-    os.environ["BLOBSTORE_DATA_DIR"] = str(settings.data_dir)
-    if settings.insecure_no_auth:
-        os.environ["BLOBSTORE_INSECURE_NO_AUTH"] = "true"
+    os.environ.update(settings_environment(settings))
     Server(
         "blobstore.asgi:app_from_env",
         address=settings.host,
@@ -97,16 +106,33 @@ _RUNNERS: Final = {"uvicorn": _run_uvicorn, "hypercorn": _run_hypercorn, "grania
     help="ASGI server to run the app under.",
 )
 @click.option(
+    "--cleanup-interval",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Run the cleanup job every N seconds in this process (env BLOBSTORE_CLEANUP_INTERVAL_SECONDS).",
+)
+@click.option(
     "--insecure-no-auth",
     is_flag=True,
     default=None,
     help="Allow a non-loopback address while no token exists (anyone can then read and write).",
 )
 def serve(
-    host: str | None, port: int | None, data_dir: str | None, server_name: str, insecure_no_auth: bool | None
+    host: str | None,
+    port: int | None,
+    data_dir: str | None,
+    server_name: str,
+    cleanup_interval: int | None,
+    insecure_no_auth: bool | None,
 ) -> None:
     """Serve the HTTP API and the MCP endpoint."""
-    settings = settings_from(host=host, port=port, data_dir=data_dir, insecure_no_auth=insecure_no_auth)
+    settings = settings_from(
+        host=host,
+        port=port,
+        data_dir=data_dir,
+        insecure_no_auth=insecure_no_auth,
+        cleanup_interval_seconds=cleanup_interval,
+    )
     try:
         tokens = anyio.run(count_active_tokens, settings)
     except (BlobstoreError, OSError, SQLAlchemyError) as exc:

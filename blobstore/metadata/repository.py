@@ -19,7 +19,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from blobstore.errors import Conflict, NotFound, StorageUnavailable
 from blobstore.metadata.engine import READ_ONLY, create_engine
-from blobstore.metadata.tables import artifacts, audit_events, blobs, tokens, upload_chunks, uploads
+from blobstore.metadata.tables import (
+    artifacts,
+    audit_events,
+    blobs,
+    tokens,
+    upload_chunks,
+    upload_tails,
+    uploads,
+)
 from blobstore.models import (
     Artifact,
     BlobRecord,
@@ -64,6 +72,20 @@ class AuditEvent:
     size: int | None = None
     mime_type: str | None = None
     duration_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UploadTail:
+    """The bytes of a tus upload past its last full staged chunk, starting at ``offset``."""
+
+    upload_id: str
+    offset: int
+    data: bytes
+    updated_at: datetime
+
+    @property
+    def end(self) -> int:
+        return self.offset + len(self.data)
 
 
 class _Unset:
@@ -758,6 +780,71 @@ class MetadataRepository:
             "bytes_logical": int(artifact_row[1]),
             "open_uploads": int(open_uploads or 0),
         }
+
+    # -- tus upload tails ------------------------------------------------------------------------------------
+
+    async def get_tail(self, upload_id: str) -> UploadTail | None:
+        async with self._reader.connect() as conn:
+            row = (
+                await conn.execute(sa.select(upload_tails).where(upload_tails.c.upload_id == upload_id))
+            ).first()
+        if row is None:
+            return None
+        mapping = row._mapping
+        return UploadTail(
+            upload_id=mapping["upload_id"],
+            offset=int(mapping["offset"]),
+            data=bytes(mapping["data"]),
+            updated_at=mapping["updated_at"],
+        )
+
+    async def put_tail(
+        self,
+        upload_id: str,
+        *,
+        expected_end: int | None,
+        offset: int,
+        data: bytes,
+        chunk_size: int,
+        now: datetime,
+    ) -> bool:
+        """Store ``data`` as the tail starting at ``offset``, compare-and-set: True only when the stored tail
+        still ends at ``expected_end`` (None: no tail stored yet) and no staged chunk starts at or past
+        ``offset``. Every successful write moves the end forward, so of two writers that read the same tail
+        only one can win.
+        """
+        first_free = offset // chunk_size
+        async with self._engine.begin() as conn:
+            overtaken = await conn.scalar(
+                sa.select(
+                    sa.exists().where(
+                        upload_chunks.c.upload_id == upload_id, upload_chunks.c.index >= first_free
+                    )
+                )
+            )
+            if overtaken:
+                return False
+            values = {"offset": offset, "data": data, "updated_at": now}
+            if expected_end is None:
+                result = await conn.execute(
+                    self._insert(upload_tails)
+                    .values(upload_id=upload_id, **values)
+                    .on_conflict_do_nothing(index_elements=["upload_id"])
+                )
+            else:
+                result = await conn.execute(
+                    sa.update(upload_tails)
+                    .where(
+                        upload_tails.c.upload_id == upload_id,
+                        upload_tails.c.offset + sa.func.length(upload_tails.c.data) == expected_end,
+                    )
+                    .values(**values)
+                )
+        return result.rowcount == 1
+
+    async def delete_tail(self, upload_id: str) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(sa.delete(upload_tails).where(upload_tails.c.upload_id == upload_id))
 
     # -- helpers ---------------------------------------------------------------------------------------------
 

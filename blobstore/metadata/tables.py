@@ -135,3 +135,15 @@ audit_events = sa.Table(
     sa.Column("result", sa.String(32), nullable=False),
     sa.Index(None, "time"),
 )
+
+# The bytes of a tus upload past its last full staged chunk (tus PATCHes arrive at any length, staged chunks
+# must be whole). ``offset`` is where ``data`` starts; the row is stale, and ignored, once a staged chunk
+# covers that offset.
+upload_tails = sa.Table(
+    "upload_tails",
+    metadata,
+    sa.Column("upload_id", sa.String(64), sa.ForeignKey("uploads.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("offset", sa.BigInteger(), nullable=False),
+    sa.Column("data", sa.LargeBinary(), nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+)

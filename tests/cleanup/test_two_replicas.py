@@ -175,7 +175,7 @@ async def test_two_replicas_with_cleanup_running_in_both_lose_nothing(
                     for index in range(wave * UPLOADS // 4, (wave + 1) * UPLOADS // 4):
                         group.start_soon(one, index, http)
                 if wave < 3:
-                    # Let the replicas' cleanup expire and sweep some of this wave before the next re-uploads it.
+                    # Let the replicas' cleanup expire and sweep part of this wave before the next reuses it.
                     await anyio.sleep(GRACE + 1.5)
             for artifact_id, sha in tally.kept.items():
                 for base in replicas.bases:

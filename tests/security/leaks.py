@@ -63,7 +63,8 @@ class Needle:
 
 def secret_needles(token: str) -> list[Needle]:
     # The secret part alone is what grants access; the id part is public and may be logged.
-    return [Needle("token secret", token.rsplit("_", 1)[-1])]
+    # Split by position: the URL-safe alphabet of the secret itself contains "_".
+    return [Needle("token secret", token[len("bst_") + 17 :])]
 
 
 def payload_needles(data: bytes) -> list[Needle]:

@@ -123,3 +123,21 @@ async def test_the_audit_file_is_private(
     await http.post("/v1/artifacts", params={"name": "x.bin"}, content=b"x", headers=tenant_a.headers)
     assert settings.audit_log is not None
     assert settings.audit_log.stat().st_mode & 0o777 == 0o600
+
+
+def test_the_leak_search_finds_content_at_any_offset_and_encoding() -> None:
+    import hashlib
+
+    data = b"marker-0123456789abcdef:" + bytes(range(256)) * 4
+    for start in range(3):
+        chunk = data[start + 100 : start + 700]
+        for encoded in (
+            base64.b64encode(chunk).decode(),
+            base64.urlsafe_b64encode(chunk).decode(),
+            chunk.hex(),
+        ):
+            assert leaks.find_leaks(f"x {encoded} y", frozenset(), [data]) != []
+    assert leaks.find_leaks(hashlib.sha256(data).hexdigest(), frozenset(), [data]) == ["content sha256"]
+    token = "bst_" + "A" * 16 + "_" + "B" * 43
+    assert leaks.find_leaks("B" * 43, frozenset({token}), []) == ["token secret"]
+    assert leaks.find_leaks("id AAAAAAAAAAAAAAAA only", frozenset({token}), [data]) == []

@@ -69,7 +69,7 @@ async def test_hostile_ids_are_not_found_before_any_filesystem_call(
     http, _service = disk
     spy = RecordingOs()
     monkeypatch.setattr(local_backend, "os", spy)
-    calls = [
+    calls: list[tuple[str, str, dict[str, Any]]] = [
         ("GET", f"/v1/artifacts/{hostile}", {}),
         ("GET", f"/v1/artifacts/{hostile}/content", {}),
         ("DELETE", f"/v1/artifacts/{hostile}", {}),

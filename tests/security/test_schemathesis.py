@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,9 @@ SEED = 20261129
 SCHEMATHESIS = str(Path(sys.executable).with_name("schemathesis"))
 
 
-def test_the_live_api_survives_schemathesis(tmp_path: Path, record_property: pytest.RecordProperty) -> None:
+def test_the_live_api_survives_schemathesis(
+    tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
     env = clean_env(
         tmp_path,
         BLOBSTORE_MIN_CHUNK_SIZE="16",

@@ -110,20 +110,18 @@ async def test_mcp_read_scope_lists_and_reads_but_cannot_upload(
         templates = await client.list_resource_templates()
         read = await client.read_resource(uri)
         tool_read = await client.call_tool("read_artifact", {"uri": uri})
-        denied = {
-            name: await client.call_tool(name, args)
-            for name, args in {
-                "upload_begin": {"name": "x.bin"},
-                "upload_chunk": {
-                    "upload_id": ids["upload"],
-                    "index": 0,
-                    "data": base64.b64encode(b"c").decode(),
-                },
-                "upload_status": {"upload_id": ids["upload"]},
-                "upload_commit": {"upload_id": ids["upload"]},
-                "upload_abort": {"upload_id": ids["upload"]},
-            }.items()
+        writes: dict[str, dict[str, Any]] = {
+            "upload_begin": {"name": "x.bin"},
+            "upload_chunk": {
+                "upload_id": ids["upload"],
+                "index": 0,
+                "data": base64.b64encode(b"c").decode(),
+            },
+            "upload_status": {"upload_id": ids["upload"]},
+            "upload_commit": {"upload_id": ids["upload"]},
+            "upload_abort": {"upload_id": ids["upload"]},
         }
+        denied = {name: await client.call_tool(name, args) for name, args in writes.items()}
     assert [r.uri for r in listed.resources] == [uri]
     assert templates.resource_templates
     assert read.contents

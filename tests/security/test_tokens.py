@@ -24,7 +24,7 @@ from blobstore.auth import (
 )
 from blobstore.errors import InvalidRequest
 from blobstore.metadata.tables import tokens
-from blobstore.models import Scope
+from blobstore.models import Caller, Scope
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from tests.security import leaks
@@ -72,14 +72,8 @@ async def test_without_tokens_a_loopback_request_acts_in_the_default_namespace(
 ) -> None:
     stored = await http.post("/v1/artifacts", params={"name": "local.bin"}, content=b"local bytes")
     assert stored.status_code == 201, stored.text
-    listed = await service.list_artifacts(_caller("default"))
+    listed = await service.list_artifacts(Caller(namespace="default"))
     assert [a.id for a in listed.items] == [stored.json()["id"]]
-
-
-def _caller(namespace: str) -> object:
-    from blobstore.models import Caller
-
-    return Caller(namespace=namespace)
 
 
 async def test_once_a_token_exists_a_request_without_one_is_refused(

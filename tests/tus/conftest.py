@@ -1,0 +1,84 @@
+"""A tus-speaking app over a real service (memory storage, SQLite in ``tmp_path``), driven in-process, and a
+real ``blobstore serve`` process for the off-the-shelf clients."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from blobstore.api import create_app
+from blobstore.config import Settings
+from blobstore.runtime import open_service
+from blobstore.service import ArtifactService
+from tests.e2e.conftest import Server, start_server, stop_server
+
+TUS = {"Tus-Resumable": "1.0.0"}
+OFFSET_STREAM = "application/offset+octet-stream"
+KiB = 1024
+MiB = 1024 * KiB
+
+
+def metadata(**pairs: str) -> str:
+    return ",".join(f"{key} {base64.b64encode(value.encode()).decode()}" for key, value in pairs.items())
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(
+        data_dir=tmp_path / "data",
+        storage_url="memory://",
+        database_url=f"sqlite+aiosqlite:///{tmp_path / 'metadata.sqlite3'}",
+        auth_cache_seconds=0,
+    )
+
+
+@pytest.fixture
+async def service(settings: Settings) -> AsyncIterator[ArtifactService]:
+    async with open_service(settings, server=False) as opened:
+        yield opened
+
+
+@pytest.fixture
+async def client(settings: Settings, service: ArtifactService) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(settings, service=service)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
+    ):
+        yield http
+
+
+async def create(client: httpx.AsyncClient, length: int, **headers: Any) -> str:
+    """POST a new tus upload of ``length`` bytes; returns its path (the Location)."""
+    response = await client.post("/tus/", headers={**TUS, "Upload-Length": str(length), **headers})
+    assert response.status_code == 201, response.text
+    location: str = response.headers["location"]
+    return location
+
+
+async def patch(
+    client: httpx.AsyncClient, location: str, offset: int, data: bytes, **headers: str
+) -> httpx.Response:
+    return await client.patch(
+        location,
+        content=data,
+        headers={**TUS, "Content-Type": OFFSET_STREAM, "Upload-Offset": str(offset), **headers},
+    )
+
+
+async def head(client: httpx.AsyncClient, location: str, **headers: str) -> httpx.Response:
+    return await client.head(location, headers={**TUS, **headers})
+
+
+@pytest.fixture(scope="session")
+def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    running = start_server(tmp_path_factory.mktemp("tus-server"))
+    try:
+        yield running
+    finally:
+        stop_server(running)
