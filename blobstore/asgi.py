@@ -1,7 +1,8 @@
 """Composition root for the server: settings → stores → service → HTTP app with the MCP app mounted at /mcp.
 
 ``uvicorn --factory blobstore.asgi:app_from_env`` (or any ASGI server's factory mode) builds the app from
-``BLOBSTORE_*`` variables; ``blobstore serve`` calls :func:`build_app` with its flags. Nothing is built at import.
+``BLOBSTORE_*`` variables; ``blobstore serve`` calls :func:`build_app` with its flags. Nothing is built at
+import.
 """
 
 from __future__ import annotations

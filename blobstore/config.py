@@ -61,7 +61,7 @@ class Settings(BaseSettings):
     max_json_body: int = Field(default=1 * MiB, gt=0)
     storage_chunk_size: int = Field(default=1 * MiB, gt=0)
     tus_chunk_size: int = Field(default=1 * MiB, gt=0)
-    """Staged chunk size of tus uploads, whose PATCHes arrive at any offset and length (see ``blobstore.tus``);
+    """Staged chunk size of tus uploads, whose PATCHes arrive at any offset and length (``blobstore.tus``);
     clamped into ``[min_chunk_size, max_chunk_size]``."""
     io_threads: int = Field(default=16, gt=0)
 
@@ -116,7 +116,9 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _check_consistency(self) -> Settings:
         if not self.min_chunk_size <= self.default_chunk_size <= self.max_chunk_size:
-            raise ValueError("chunk sizes must satisfy min_chunk_size <= default_chunk_size <= max_chunk_size")
+            raise ValueError(
+                "chunk sizes must satisfy min_chunk_size <= default_chunk_size <= max_chunk_size"
+            )
         if self.default_ttl_seconds > self.max_ttl_seconds:
             raise ValueError("default_ttl_seconds must not exceed max_ttl_seconds")
         return self
@@ -150,7 +152,7 @@ class SettingsError(Exception):
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Build settings from the environment plus explicit overrides (CLI flags); ``None`` overrides are ignored."""
+    """Build settings from the environment plus explicit overrides (CLI flags); ``None`` ones are ignored."""
     given = {key: value for key, value in overrides.items() if value is not None}
     try:
         return Settings(**given)

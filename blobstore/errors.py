@@ -1,8 +1,8 @@
 """Protocol-neutral errors with stable codes.
 
-Every failure the service reports is a :class:`BlobstoreError` subclass carrying a stable ``code``. The HTTP edge
-(``blobstore.api.errors``) and the MCP edge (``mcp_resources.errors``) each map codes to their protocol once;
-no HTTP status or JSON-RPC number appears here. Anything that is not a ``BlobstoreError`` is reported as
+Every failure the service reports is a :class:`BlobstoreError` subclass carrying a stable ``code``. The HTTP
+edge (``blobstore.api.errors``) and the MCP edge (``mcp_resources.errors``) each map codes to their protocol
+once; no HTTP status or JSON-RPC number appears here. Anything that is not a ``BlobstoreError`` is reported as
 ``internal`` without its text, so unknown errors never leak details.
 
 Hierarchy::

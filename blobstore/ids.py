@@ -19,7 +19,7 @@ def new_upload_id() -> str:
 
 
 def check_id(value: str) -> str:
-    """Validate an id from the outside before any query or storage call; malformed ids are simply not found."""
+    """Validate an outside id before any query or storage call; malformed ids are simply not found."""
     if not _ID.fullmatch(value):
         raise NotFound()
     return value

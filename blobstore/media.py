@@ -1,7 +1,8 @@
 """Media facts and type sniffing from an artifact's first bytes.
 
-A declared MIME type is kept unless the bytes contradict it: a file that claims ``image/png`` but is not one is
-stored as what it is (sniffed type, or ``application/octet-stream``) with no image facts. Probing never raises:
+A declared MIME type is kept unless the bytes contradict it: a file that claims ``image/png`` but is not one
+is stored as what it is (sniffed type, or ``application/octet-stream``) with no image facts. Probing never
+raises:
 whatever Pillow or the WAV parser reject simply yields no facts.
 """
 
@@ -63,7 +64,7 @@ def looks_like_text(head: bytes) -> bool:
 
 
 def resolve_mime(declared: str | None, name: str, head: bytes) -> str:
-    """Pick the stored MIME type: the declared one unless the bytes contradict it, else a sniffed or guessed one."""
+    """The MIME type to store: the declared one unless the bytes contradict it, else a sniffed one."""
     sniffed = sniff(head)
     if declared:
         base = declared.split(";", 1)[0].strip().lower()
@@ -99,7 +100,7 @@ def _image_facts(head: bytes) -> dict[str, Any]:
             with Image.open(io.BytesIO(head)) as image:
                 width, height = image.size
                 return {"width": width, "height": height, "format": (image.format or "").lower()}
-    except Exception:  # noqa: BLE001 - any decoder failure means "not an image we can describe"
+    except Exception:
         return {}
 
 

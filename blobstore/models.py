@@ -111,7 +111,7 @@ class Page(Generic[T]):
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """Who is asking: the namespace every query is scoped to, an actor id for the audit log, the scopes held."""
+    """Who is asking: the namespace every query is scoped to, an actor id for the audit log, its scopes."""
 
     namespace: str
     actor: str = "local"
@@ -124,4 +124,4 @@ class UploadStatus:
     chunks: list[ChunkRecord]
     received_bytes: int
     missing: list[int] | None
-    """Indexes still missing below the last known chunk; None when the size was not declared and no end is known."""
+    """Indexes missing below the last known chunk; None when the size was not declared and no end is known."""

@@ -115,8 +115,8 @@ def coalesce(ranges: list[ByteRange]) -> list[ByteRange]:
     """Merge overlapping or adjacent ranges (in ascending order).
 
     RFC 9110 §14.2: "A server that supports range requests MAY ignore or reject a Range header field that
-    contains ... many small ranges ... or ranges that overlap" — merging is the gentle reading, and stops a client
-    from multiplying the response size with overlapping ranges.
+    contains ... many small ranges ... or ranges that overlap" — merging is the gentle reading, and stops a
+    client from multiplying the response size with overlapping ranges.
     """
     merged: list[ByteRange] = []
     for item in sorted(ranges, key=lambda r: r.start):
@@ -175,7 +175,7 @@ def parse_window_params(offset: str | None, length: str | None) -> tuple[int | N
     return one("offset", offset), one("length", length)
 
 
-# -- entity tags ------------------------------------------------------------------------------------------------
+# -- entity tags -------------------------------------------------------------------------------------------
 
 _ETAG = re.compile(r'\s*(W/)?"([\x21\x23-\x7e\x80-\xff]*)"\s*')
 

@@ -24,9 +24,9 @@ def prepare_data_dir(settings: Settings) -> None:
 
 
 @contextlib.asynccontextmanager
-async def open_service(settings: Settings, *, server: bool = False, migrate: bool | None = None) -> AsyncIterator[
-    ArtifactService
-]:
+async def open_service(
+    settings: Settings, *, server: bool = False, migrate: bool | None = None
+) -> AsyncIterator[ArtifactService]:
     """Open storage and metadata, yield the service, close both.
 
     ``server=True`` takes the data-directory lock in SQLite mode, so a second server cannot open the same data
@@ -51,7 +51,9 @@ async def open_service(settings: Settings, *, server: bool = False, migrate: boo
                 data_dir=settings.data_dir,
             )
             try:
-                yield ArtifactService(settings=settings, blobs=blobs, repo=repo, audit=AuditLog(settings.audit_log))
+                yield ArtifactService(
+                    settings=settings, blobs=blobs, repo=repo, audit=AuditLog(settings.audit_log)
+                )
             finally:
                 await blobs.close()
         finally:

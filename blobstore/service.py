@@ -102,7 +102,7 @@ class ArtifactService:
 
         self.uploads = UploadManager(self)
 
-    # -- time-to-live -----------------------------------------------------------------------------------------
+    # -- time-to-live ---------------------------------------------------------------------------------------
 
     def expiry_for(self, ttl_seconds: int | None, now: datetime) -> datetime:
         ttl = self.settings.default_ttl_seconds if ttl_seconds is None else ttl_seconds
@@ -128,7 +128,7 @@ class ArtifactService:
             return room, True
         return self.settings.max_artifact_size, False
 
-    # -- creating artifacts -----------------------------------------------------------------------------------
+    # -- creating artifacts ---------------------------------------------------------------------------------
 
     async def create_artifact(
         self,
@@ -191,7 +191,7 @@ class ArtifactService:
         metadata: dict[str, Any],
         pinned: bool = False,
     ) -> Artifact:
-        """Commit the metadata row for a verified, published generation; drop the generation if deduplicated."""
+        """Commit the row for a verified, published generation; drop the generation if deduplicated."""
         try:
             await self.check_quota(caller.namespace, blob.size)
             head = await self._head(blob)
@@ -222,7 +222,7 @@ class ArtifactService:
             parts.append(piece)
         return b"".join(parts)
 
-    # -- reading ----------------------------------------------------------------------------------------------
+    # -- reading --------------------------------------------------------------------------------------------
 
     async def get_artifact(self, caller: Caller, artifact_id: str) -> Artifact:
         found = await self.repo.get_artifact(caller.namespace, check_id(artifact_id), now=self.clock())
@@ -231,8 +231,10 @@ class ArtifactService:
         return found
 
     async def open_artifact(self, caller: Caller, artifact_id: str) -> tuple[Artifact, BlobInfo]:
-        """The artifact and the blob to stream it from; NotFound for missing, expired and foreign ids alike."""
-        found = await self.repo.get_artifact_with_blob(caller.namespace, check_id(artifact_id), now=self.clock())
+        """The artifact and the blob to stream it from; NotFound for missing, expired and foreign ids."""
+        found = await self.repo.get_artifact_with_blob(
+            caller.namespace, check_id(artifact_id), now=self.clock()
+        )
         if found is None:
             raise NotFound()
         artifact, record = found
@@ -251,7 +253,7 @@ class ArtifactService:
     async def read_window(
         self, caller: Caller, artifact_id: str, offset: int | None, length: int | None
     ) -> tuple[Artifact, Window, bytes]:
-        """One bounded window (MCP semantics): ``[offset, min(offset+length, size))``, at most the window max."""
+        """One bounded window (MCP semantics): ``[offset, min(offset+length, size))``, at most the maximum."""
         started = time.monotonic()
         artifact, blob = await self.open_artifact(caller, artifact_id)
         win = window(offset, length, artifact.size, self.settings.mcp_window_max)
@@ -272,16 +274,20 @@ class ArtifactService:
         parts = [piece async for piece in self.stream(blob)]
         return artifact, b"".join(parts)
 
-    async def list_artifacts(self, caller: Caller, *, limit: int = 100, cursor: str | None = None) -> Page[Artifact]:
+    async def list_artifacts(
+        self, caller: Caller, *, limit: int = 100, cursor: str | None = None
+    ) -> Page[Artifact]:
         if not 1 <= limit <= 1000:
             raise InvalidRequest("limit must be between 1 and 1000")
         after = decode_cursor(cursor) if cursor else None
-        items = await self.repo.list_artifacts(caller.namespace, now=self.clock(), limit=limit + 1, after=after)
+        items = await self.repo.list_artifacts(
+            caller.namespace, now=self.clock(), limit=limit + 1, after=after
+        )
         more = len(items) > limit
         items = items[:limit]
         return Page(items=items, next_cursor=encode_cursor(items[-1]) if more and items else None)
 
-    # -- changing ---------------------------------------------------------------------------------------------
+    # -- changing -------------------------------------------------------------------------------------------
 
     async def delete_artifact(self, caller: Caller, artifact_id: str) -> Artifact:
         started = time.monotonic()
@@ -309,7 +315,7 @@ class ArtifactService:
     async def get_blob_record(self, blob_id: int) -> BlobRecord | None:
         return await self.repo.get_blob(blob_id)
 
-    # -- audit ------------------------------------------------------------------------------------------------
+    # -- audit ----------------------------------------------------------------------------------------------
 
     def _audit(
         self,

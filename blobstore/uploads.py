@@ -1,9 +1,9 @@
 """The chunked-upload state machine: ``open → completing → completed | aborted | expired``.
 
-Chunk ``i`` covers bytes ``[i*chunk_size, (i+1)*chunk_size)``; only the last may be shorter. Chunks arrive in any
-order, in parallel, at any replica: the staging area lives in the blob store and the bookkeeping in the metadata,
-never in process memory. Completion is a compare-and-set from ``open`` to ``completing``, so exactly one caller
-joins the chunks; a second ``complete`` returns the same artifact.
+Chunk ``i`` covers bytes ``[i*chunk_size, (i+1)*chunk_size)``; only the last may be shorter. Chunks arrive
+in any order, in parallel, at any replica: the staging area lives in the blob store and the bookkeeping in the
+metadata, never in process memory. Completion is a compare-and-set from ``open`` to ``completing``, so exactly
+one caller joins the chunks; a second ``complete`` returns the same artifact.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class UploadManager:
         self.service = service
         self.settings = service.settings
 
-    # -- begin ------------------------------------------------------------------------------------------------
+    # -- begin ---------------------------------------------------------------------------------------------
 
     def choose_chunk_size(self, requested: int | None, size: int | None) -> int:
         s = self.settings
@@ -110,7 +110,9 @@ class UploadManager:
             return requested
         chunk = s.default_chunk_size
         # Grow the chunk size (within the maximum) rather than refuse a large declared size.
-        while size is not None and -(-size // chunk) > s.max_chunks_per_upload and chunk * 2 <= s.max_chunk_size:
+        while (
+            size is not None and -(-size // chunk) > s.max_chunks_per_upload and chunk * 2 <= s.max_chunk_size
+        ):
             chunk *= 2
         if size is not None and -(-size // chunk) > s.max_chunks_per_upload:
             raise TooLarge(max_size=s.max_chunk_size * s.max_chunks_per_upload)
@@ -173,10 +175,12 @@ class UploadManager:
         except BaseException:
             await svc.blobs.stage_abort(staging_ref)
             raise
-        svc.audit.record(actor=caller.actor, namespace=caller.namespace, action="upload_begin", result="ok", size=size)
+        svc.audit.record(
+            actor=caller.actor, namespace=caller.namespace, action="upload_begin", result="ok", size=size
+        )
         return session
 
-    # -- lookups ----------------------------------------------------------------------------------------------
+    # -- lookups -------------------------------------------------------------------------------------------
 
     async def get(self, caller: Caller, upload_id: str) -> UploadSession:
         session = await self.service.repo.get_upload(caller.namespace, check_id(upload_id))
@@ -203,7 +207,7 @@ class UploadManager:
             missing=plan_for(session).missing(have),
         )
 
-    # -- chunks -----------------------------------------------------------------------------------------------
+    # -- chunks --------------------------------------------------------------------------------------------
 
     async def put_chunk(
         self,
@@ -254,7 +258,7 @@ class UploadManager:
             raise UploadNotOpen(state=current.state.value if current else "gone")
         return stored
 
-    # -- completion -------------------------------------------------------------------------------------------
+    # -- completion ----------------------------------------------------------------------------------------
 
     async def complete(
         self,
@@ -287,7 +291,10 @@ class UploadManager:
             # Give the upload back to the client: it may resend chunks or abort.
             with anyio.CancelScope(shield=True):
                 await svc.repo.transition_upload(
-                    session.id, from_states=[UploadState.COMPLETING], to_state=UploadState.OPEN, now=svc.clock()
+                    session.id,
+                    from_states=[UploadState.COMPLETING],
+                    to_state=UploadState.OPEN,
+                    now=svc.clock(),
                 )
             code = exc.code if isinstance(exc, BlobstoreError) else "internal"
             svc.audit.record(actor=caller.actor, namespace=caller.namespace, action="complete", result=code)
@@ -312,7 +319,9 @@ class UploadManager:
         if total > self.settings.max_artifact_size:
             raise TooLarge(max_size=self.settings.max_artifact_size)
         await svc.check_quota(caller.namespace, total)
-        receipts = [ChunkReceipt(c.index, c.size, c.sha256, c.xxh3) for c in sorted(chunks, key=lambda c: c.index)]
+        receipts = [
+            ChunkReceipt(c.index, c.size, c.sha256, c.xxh3) for c in sorted(chunks, key=lambda c: c.index)
+        ]
         blob = await svc.blobs.stage_commit(
             session.staging_ref, receipts, expected_size=total, expected_sha256=sha256, progress=progress
         )
@@ -343,7 +352,7 @@ class UploadManager:
                 raise UploadNotOpen(f"upload is {current.state.value}", state=current.state.value)
         raise Conflict("completion is still in progress; retry later")
 
-    # -- abort ------------------------------------------------------------------------------------------------
+    # -- abort ---------------------------------------------------------------------------------------------
 
     async def abort(self, caller: Caller, upload_id: str) -> None:
         svc = self.service

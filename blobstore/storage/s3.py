@@ -342,12 +342,14 @@ class S3BlobStore:
     async def _last_activity(self, upload: dict[str, Any]) -> datetime:
         """When a multipart upload was last written to: its start or its newest part.
 
-        Some endpoints (moto) report a fixed ``Initiated`` time, and a long commit keeps adding parts long after
-        it started, so the newest part's time is what tells an abandoned upload from a busy one.
+        Some endpoints (moto) report a fixed ``Initiated`` time, and a long commit keeps adding parts long
+        after it started, so the newest part's time is what tells an abandoned upload from a busy one.
         """
         newest: datetime = upload["Initiated"]
         try:
-            parts = await self._raw("list_parts", Key=upload["Key"], UploadId=upload["UploadId"], MaxParts=1000)
+            parts = await self._raw(
+                "list_parts", Key=upload["Key"], UploadId=upload["UploadId"], MaxParts=1000
+            )
         except ClientError as exc:
             if error_code(exc) in _NOT_FOUND_CODES:
                 return newest

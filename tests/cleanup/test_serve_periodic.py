@@ -15,7 +15,9 @@ DEADLINE_SECONDS = 60.0
 
 
 def blob_files(data_dir: Path) -> list[Path]:
-    return [path for path in (data_dir / "blobs").rglob("*") if path.is_file() and "blobs" in path.parts[-4:-1]]
+    return [
+        path for path in (data_dir / "blobs").rglob("*") if path.is_file() and "blobs" in path.parts[-4:-1]
+    ]
 
 
 def test_serve_with_cleanup_interval_frees_expired_artifacts_without_an_admin_command(tmp_path: Path) -> None:
@@ -26,7 +28,16 @@ def test_serve_with_cleanup_interval_frees_expired_artifacts_without_an_admin_co
     log = tmp_path / "server.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [str(BLOBSTORE), "serve", "--port", str(port), "--data-dir", str(data_dir), "--cleanup-interval", "1"],
+            [
+                str(BLOBSTORE),
+                "serve",
+                "--port",
+                str(port),
+                "--data-dir",
+                str(data_dir),
+                "--cleanup-interval",
+                "1",
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,
@@ -55,7 +66,8 @@ def test_serve_with_cleanup_interval_frees_expired_artifacts_without_an_admin_co
             time.sleep(0.2)
         assert httpx.get(f"{url}/v1/artifacts/{gone.json()['id']}").status_code == 404
         kept = httpx.get(f"{url}/v1/artifacts/{keep.json()['id']}/content")
-        assert kept.status_code == 200 and len(kept.content) == 4096
+        assert kept.status_code == 200
+        assert len(kept.content) == 4096
     finally:
         process.terminate()
         process.wait(timeout=15)

@@ -1,6 +1,7 @@
 """A service over each storage backend and each metadata dialect.
 
-Combinations: memory + SQLite, local disk + SQLite, S3 (moto over HTTP) + PostgreSQL. The same tests run on all.
+Combinations: memory + SQLite, local disk + SQLite, S3 (moto over HTTP) + PostgreSQL; the same tests run
+on all of them.
 """
 
 from __future__ import annotations

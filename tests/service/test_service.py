@@ -98,18 +98,23 @@ async def test_other_namespace_gets_not_found_exactly_like_a_missing_id(
     assert (await service.get_artifact(caller, artifact.id)).id == artifact.id
 
 
-async def test_windows_are_clamped_and_identical_on_every_read(service: ArtifactService, caller: Caller) -> None:
+async def test_windows_are_clamped_and_identical_on_every_read(
+    service: ArtifactService, caller: Caller
+) -> None:
     data = os.urandom(3 * 1024 * 1024 + 17)
     artifact = await service.create_artifact(caller, chunks_of(data, 1 << 20), name="big")
     limit = service.settings.mcp_window_max
     _a, win, first = await service.read_window(caller, artifact.id, 5, 10 * limit)
-    assert win.length == limit and first == data[5 : 5 + limit]
+    assert win.length == limit
+    assert first == data[5 : 5 + limit]
     _a, _w, again = await service.read_window(caller, artifact.id, 5, 10 * limit)
     assert again == first
     _a, tail, rest = await service.read_window(caller, artifact.id, len(data) - 3, 100)
-    assert rest == data[-3:] and tail.eof
+    assert rest == data[-3:]
+    assert tail.eof
     _a, end, empty = await service.read_window(caller, artifact.id, len(data), None)
-    assert empty == b"" and end.eof
+    assert empty == b""
+    assert end.eof
     with pytest.raises(RangeNotSatisfiable):
         await service.read_window(caller, artifact.id, len(data) + 1, None)
     with pytest.raises(InvalidRange):
@@ -172,9 +177,12 @@ async def test_chunked_upload_out_of_order_with_resend_completes_once(
     )
     order = [3, 0, 5, 1, 4, 2, 3]
     for index in order:
-        await service.uploads.put_chunk(caller, session.id, index, chunks_of(data[index * chunk : (index + 1) * chunk]))
+        await service.uploads.put_chunk(
+            caller, session.id, index, chunks_of(data[index * chunk : (index + 1) * chunk])
+        )
     status = await service.uploads.status(caller, session.id)
-    assert status.missing == [] and status.received_bytes == len(data)
+    assert status.missing == []
+    assert status.received_bytes == len(data)
     first = await service.uploads.complete(caller, session.id)
     again = await service.uploads.complete(caller, session.id)
     assert first.id == again.id
@@ -216,7 +224,9 @@ async def test_incomplete_or_wrong_digest_completion_leaves_the_upload_open(
     assert artifact.size == len(data)
 
 
-async def test_aborted_upload_refuses_chunks_and_frees_staging(service: ArtifactService, caller: Caller) -> None:
+async def test_aborted_upload_refuses_chunks_and_frees_staging(
+    service: ArtifactService, caller: Caller
+) -> None:
     session = await service.uploads.begin(caller, name="a", size=10, chunk_size=1024)
     await service.uploads.put_chunk(caller, session.id, 0, chunks_of(b"0123456789"))
     await service.uploads.abort(caller, session.id)

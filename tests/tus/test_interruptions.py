@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -14,9 +13,11 @@ from fastapi import FastAPI
 from starlette.types import Message
 
 from blobstore.api import create_app
+from blobstore.api.deps import app_state
 from blobstore.config import Settings
+from blobstore.models import Caller
 from blobstore.runtime import open_service
-from tests.tus.conftest import KiB, MiB, OFFSET_STREAM, TUS, create, head, patch
+from tests.tus.conftest import OFFSET_STREAM, TUS, KiB, MiB, create, head, patch
 
 DATA = os.urandom(4 * MiB + 17)
 PIECE = 300 * KiB
@@ -142,15 +143,15 @@ async def test_a_newer_patch_preempts_a_stalled_one_which_keeps_its_bytes(
 
 
 async def test_head_completes_an_upload_whose_last_bytes_arrived_without_completion(
-    app: FastAPI, http: httpx.AsyncClient, tmp_path: Path
+    app: FastAPI, http: httpx.AsyncClient
 ) -> None:
-    tus = app.state.blobstore_tus if hasattr(app.state, "blobstore_tus") else None
     location = await create(http, 10)
     assert (await patch(http, location, 0, b"01234")).status_code == 204
-    tus = app.state.blobstore_tus
-    caller_progress = await tus.progress(_local(), location.rsplit("/", 1)[1])
-    # Stage the last bytes the way a PATCH does, but stop before completing (as a crash would).
-    await tus._settle(_local(), caller_progress, 0, b"0123456789")
+    # The final PATCH staged the last chunk, then the server died before completing.
+    service = app_state(app).service
+    await service.uploads.put_chunk(
+        Caller(namespace="default"), location.rsplit("/", 1)[1], 0, once(b"0123456789")
+    )
 
     response = await head(http, location)
 
@@ -159,7 +160,5 @@ async def test_head_completes_an_upload_whose_last_bytes_arrived_without_complet
     assert (await http.get(f"/v1/artifacts/{artifact_id}/content")).content == b"0123456789"
 
 
-def _local() -> Any:
-    from blobstore.models import Caller
-
-    return Caller(namespace="default")
+async def once(data: bytes) -> AsyncIterator[bytes]:
+    yield data

@@ -1,4 +1,4 @@
-"""The tail of a tus upload in the metadata: compare-and-set writes, staleness, cascade (SQLite, PostgreSQL)."""
+"""The tail of a tus upload in the metadata: compare-and-set writes, staleness, cascade."""
 
 from __future__ import annotations
 
