@@ -214,6 +214,7 @@ class ArtifactService:
             raise
         if result.deduplicated:
             await self.blobs.delete(blob.key)
+        await self.events.emit(ArtifactEvent(ArtifactChange.CREATED, result.artifact.id, caller.namespace))
         return result.artifact
 
     async def _head(self, blob: BlobInfo) -> bytes:

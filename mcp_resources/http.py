@@ -127,7 +127,9 @@ class McpHttpExtension:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, service: ArtifactService) -> AsyncIterator[None]:
-        server = create_server(service, caller_for=self._resolve)
+        # Stateless: a handshake-era request has no session to remember a subscription in and no stream to
+        # push on, so only 2026-07-28 listen streams (each the response of its own request) get notifications.
+        server = create_server(service, caller_for=self._resolve, session_subscriptions=False)
         manager = StreamableHTTPSessionManager(
             app=server,
             stateless=True,

@@ -2,7 +2,8 @@
 
 The low-level server (not ``MCPServer``) because listing must paginate with our own keyset cursors and carry
 ``size``. It serves both protocol eras the SDK speaks: the 2025-11-25 ``initialize`` handshake and the
-stateless 2026-07-28 requests; nothing here depends on a session.
+stateless 2026-07-28 requests; only change notifications (:mod:`mcp_resources.notifications`) depend on a
+session or a listen stream.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from mcp.server import Server, ServerRequestContext
 from blobstore import __version__
 from blobstore.models import Caller
 from blobstore.service import ArtifactService
+from mcp_resources.notifications import StoreNotifications
 from mcp_resources.resources import DEFAULT_PAGE_SIZE, CallerResolver, StoreResources
 from mcp_resources.tools import StoreTools
 
@@ -42,11 +44,17 @@ def create_server(
     tools: bool = True,
     page_size: int = DEFAULT_PAGE_SIZE,
     name: str = SERVER_NAME,
+    session_subscriptions: bool = True,
 ) -> Server[Any]:
-    """A low-level MCP server serving the store's resources (and, by default, the upload/read tools)."""
+    """A low-level MCP server serving the store's resources (and, by default, the upload/read tools).
+
+    Change notifications go to 2026-07-28 ``subscriptions/listen`` streams and, with
+    ``session_subscriptions`` (pass False where handshake-era sessions have no standing channel, as on
+    stateless HTTP), to handshake-era sessions through ``resources/subscribe`` and ``listChanged``.
+    """
     resources = StoreResources(service, caller_for, page_size=page_size)
     store_tools = StoreTools(resources) if tools else None
-    return Server(
+    server: Server[Any] = Server(
         name,
         version=__version__,
         title="Artifact store",
@@ -58,3 +66,5 @@ def create_server(
         on_call_tool=store_tools.call_tool if store_tools else None,
         get_tool_input_schema=store_tools.input_schema if store_tools else None,
     )
+    StoreNotifications(service, caller_for).install(server, session_subscriptions=session_subscriptions)
+    return server

@@ -9,6 +9,8 @@ writer (WAL).
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -39,11 +41,28 @@ def create_engine(database_url: str, **kwargs: Any) -> AsyncEngine:
             f"{', '.join(SUPPORTED_DRIVERS)}"
         )
     if url.get_backend_name() == "sqlite":
+        if url.database and url.database != ":memory:":
+            _create_private_file(Path(url.database))
         engine = create_async_engine(url, **kwargs)
         _configure_sqlite(engine)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     return create_async_engine(url, **kwargs)
+
+
+def _create_private_file(path: Path) -> None:
+    """Create the database file 0600 before SQLite does.
+
+    SQLite gives its -wal and -shm files the database file's mode, and the metadata (names, digests, token
+    hashes) is nobody else's business.
+    """
+    if not path.parent.is_dir():
+        return  # let SQLite report the missing directory as it would
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
 
 
 def _configure_sqlite(engine: AsyncEngine) -> None:

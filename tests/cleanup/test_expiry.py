@@ -66,15 +66,17 @@ async def test_expiry_and_delete_notify_listeners(
     clock.advance(5)
     await run_cleanup(service, steps=["expire"])
     assert [(e.change, e.artifact_id, e.namespace) for e in heard] == [
+        (ArtifactChange.CREATED, expiring.id, "alpha"),
+        (ArtifactChange.CREATED, deleted.id, "alpha"),
         (ArtifactChange.DELETED, deleted.id, "alpha"),
         (ArtifactChange.EXPIRED, expiring.id, "alpha"),
     ]
-    assert heard[1].uri == f"blobstore://artifacts/{expiring.id}"
+    assert heard[3].uri == f"blobstore://artifacts/{expiring.id}"
     unsubscribe()
     await upload(service, caller, b"three", ttl_seconds=5)
     clock.advance(5)
     await run_cleanup(service, steps=["expire"])
-    assert len(heard) == 2
+    assert len(heard) == 4
 
 
 async def test_a_failing_listener_neither_undoes_the_change_nor_silences_others(
@@ -88,9 +90,9 @@ async def test_a_failing_listener_neither_undoes_the_change_nor_silences_others(
     async def working(event: ArtifactEvent) -> None:
         heard.append(event.artifact_id)
 
+    artifact = await upload(service, caller, b"data")
     service.events.subscribe(broken)
     service.events.subscribe(working)
-    artifact = await upload(service, caller, b"data")
     await service.delete_artifact(caller, artifact.id)
     assert heard == [artifact.id]
     assert await artifact_rows(service) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta, timezone
@@ -151,3 +152,23 @@ async def test_check_reports_an_unusable_database_as_storage_unavailable(url: st
             await repo.check()
     finally:
         await repo.close()
+
+
+async def test_sqlite_database_and_its_wal_files_are_private_whatever_the_umask(tmp_path: Path) -> None:
+    from blobstore.metadata.migrate import upgrade_async
+
+    path = tmp_path / "meta.sqlite3"
+    old = os.umask(0)
+    try:
+        url = f"sqlite+aiosqlite:///{path}"
+        await upgrade_async(url)
+        repo = await MetadataRepository.open(url)
+        try:
+            await repo.check()
+            modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}  # noqa: ASYNC240
+        finally:
+            await repo.close()
+    finally:
+        os.umask(old)
+    assert modes
+    assert modes == dict.fromkeys(modes, 0o600)

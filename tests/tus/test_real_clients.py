@@ -46,6 +46,7 @@ def test_tuspy_uploads_8_mib_in_3_mib_chunks(live_server: Server, tmp_path: Path
         )
         uploader.upload()
 
+    assert uploader.url is not None
     artifact_id, content = artifact_bytes(live_server, uploader.url)
     assert content == data
     info = httpx.get(f"{live_server.url}/v1/artifacts/{artifact_id}").json()
