@@ -239,7 +239,7 @@ class TusUploads:
         chunk_size = progress.session.chunk_size
         start = progress.full_chunks * chunk_size
         buffer = bytearray(progress.tail)
-        pending = b""
+        pending: bytes | memoryview = b""
         received = 0
         try:
             async for piece in body:
@@ -247,21 +247,23 @@ class TusUploads:
                     pending = piece[: remaining - received]
                     raise TooLarge("the body runs past Upload-Length", max_size=progress.length)
                 received += len(piece)
-                pending = piece
-                while pending:
+                view = memoryview(piece)
+                while view:
                     take = chunk_size - len(buffer)
-                    buffer += pending[:take]
-                    pending = pending[take:]
+                    buffer += view[:take]
+                    view = view[take:]
+                    pending = view
                     if len(buffer) == chunk_size:
                         # Shielded: a preempting request may only cancel the wait for body bytes.
                         with anyio.CancelScope(shield=True):
                             await self._stage(caller, progress.session, start, bytes(buffer))
                         start += chunk_size
                         buffer.clear()
+                pending = b""
         except BaseException:
             with anyio.CancelScope(shield=True):
                 try:
-                    await self._settle(caller, progress, start, bytes(buffer) + pending)
+                    await self._settle(caller, progress, start, bytes(buffer) + bytes(pending))
                 except BlobstoreError as exc:
                     # The request's own error is the one to report; this one is only logged.
                     logger.warning("could not keep the received part of an interrupted PATCH: %r", exc)

@@ -34,6 +34,7 @@ from blobstore.models import Artifact, Caller
 from blobstore.service import ArtifactService
 from mcp_resources.content import Role, resource_link_for, tool_result_for
 from mcp_resources.errors import to_mcp_error
+from mcp_resources.notifications import StoreNotifications
 from mcp_resources.renditions import RenditionCache
 from mcp_resources.resources import DEFAULT_PAGE_SIZE, CallerResolver, StoreResources
 from mcp_resources.server import fixed_caller
@@ -153,11 +154,16 @@ def embed_store(
     caller: Caller | CallerResolver,
     tools: bool = False,
     page_size: int = DEFAULT_PAGE_SIZE,
+    notifications: bool = True,
 ) -> EmbeddedStore:
     """Register the store's resource handlers (and, with ``tools=True``, the upload/read tools) on ``server``.
 
     ``caller`` is the principal the tool server stores and reads as (a fixed :class:`Caller`), or a resolver
-    from the request context when the host authenticates callers itself.
+    from the request context when the host authenticates callers itself. With ``notifications``, the host's
+    clients hear ``resources/updated`` and ``list_changed`` for the store's artifacts in both protocol eras
+    (see :mod:`mcp_resources.notifications`); an ``MCPServer``'s own listen events keep flowing. A low-level
+    server that already serves ``subscriptions/listen`` keeps its handler (store changes then reach only
+    handshake-era sessions).
     """
     resolver = fixed_caller(caller) if isinstance(caller, Caller) else caller
     resources = StoreResources(service, resolver, page_size=page_size)
@@ -166,6 +172,13 @@ def embed_store(
     _compose_resources(low, resources)
     if store_tools is not None:
         _compose_tools(low, store_tools)
+    if notifications:
+        serves_listen = low.get_request_handler("subscriptions/listen") is not None
+        # MCPServer keeps its listen bus private; its events (tool and prompt changes) are forwarded from it.
+        host_bus = server._subscriptions if isinstance(server, MCPServer) else None
+        StoreNotifications(service, resolver, host_bus=host_bus).install(
+            low, listen=serves_listen if host_bus is not None else not serves_listen
+        )
     return EmbeddedStore(
         service=service,
         caller=resolver,

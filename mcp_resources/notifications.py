@@ -439,14 +439,18 @@ class StoreNotifications:
 
     # -- registration ----------------------------------------------------------------------------------------
 
-    def install(self, server: Server[Any], *, session_subscriptions: bool = True) -> None:
-        """Serve notifications on ``server``: ``subscriptions/listen`` always; ``resources/subscribe``,
-        ``resources/unsubscribe``, the session feeds and the ``listChanged`` capability of the handshake era
-        when ``session_subscriptions`` (False where no session has a standing channel: stateless HTTP).
+    def install(
+        self, server: Server[Any], *, session_subscriptions: bool = True, listen: bool = True
+    ) -> None:
+        """Serve notifications on ``server``: ``subscriptions/listen`` when ``listen``;
+        ``resources/subscribe``, ``resources/unsubscribe``, the session feeds and the ``listChanged``
+        capability of the handshake era when ``session_subscriptions`` (False where no session has a standing
+        channel: stateless HTTP).
 
         Handlers the server already has for other URI schemes keep answering for them.
         """
-        server.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, self.listen)
+        if listen:
+            server.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, self.listen)
         server.lifespan = self.wrap_lifespan(server.lifespan)
         if not session_subscriptions:
             return

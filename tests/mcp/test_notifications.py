@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+import socket
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -21,8 +23,10 @@ from typing import Any
 import anyio
 import pytest
 import uvicorn
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated, ServerEvent
 from mcp.types import (
@@ -42,10 +46,11 @@ from blobstore.events import ArtifactChange, ArtifactEvent
 from blobstore.models import Artifact, Caller
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
+from mcp_resources.embed import embed_store
 from mcp_resources.http import McpHttpExtension
 from mcp_resources.notifications import Feed
 from mcp_resources.server import create_server, fixed_caller
-from tests.mcp.conftest import blobstore_command, free_port, put
+from tests.mcp.conftest import blobstore_command
 
 ALICE = Caller(namespace="alice")
 BOB = Caller(namespace="bob")
@@ -59,7 +64,9 @@ async def service(tmp_path: Path) -> AsyncIterator[ArtifactService]:
         yield svc
 
 
-async def store(service: ArtifactService, name: str, caller: Caller = ALICE, ttl: int | None = None) -> Artifact:
+async def store(
+    service: ArtifactService, name: str, caller: Caller = ALICE, ttl: int | None = None
+) -> Artifact:
     return await service.create_artifact(
         caller, _one(name.encode()), name=name, mime_type="text/plain", ttl_seconds=ttl
     )
@@ -76,8 +83,8 @@ async def _one(data: bytes) -> AsyncIterator[bytes]:
 class Inbox:
     """The change notifications one handshake-era client received, in order."""
 
-    send: anyio.abc.ObjectSendStream[ServerEvent] = field(init=False)
-    receive: anyio.abc.ObjectReceiveStream[ServerEvent] = field(init=False)
+    send: MemoryObjectSendStream[ServerEvent] = field(init=False)
+    receive: MemoryObjectReceiveStream[ServerEvent] = field(init=False)
 
     def __post_init__(self) -> None:
         self.send, self.receive = anyio.create_memory_object_stream[ServerEvent](100)
@@ -114,7 +121,9 @@ async def subscribe(client: Client, uri: str) -> None:
 
 
 async def unsubscribe(client: Client, uri: str) -> None:
-    await client.session.send_request(UnsubscribeRequest(params=UnsubscribeRequestParams(uri=uri)), EmptyResult)
+    await client.session.send_request(
+        UnsubscribeRequest(params=UnsubscribeRequestParams(uri=uri)), EmptyResult
+    )
 
 
 async def test_handshake_era_capabilities_offer_subscribe_and_list_changed(service: ArtifactService) -> None:
@@ -148,8 +157,8 @@ async def test_subscriber_hears_updated_when_cleanup_expires_the_artifact(servic
         report = await run_cleanup(service, steps=["expire"])
         received = {await inbox.next() for _ in range(3)}
     assert report.items == 2
-    # Both updates and one list_changed: the second expiry's list_changed falls in the throttle interval and is
-    # merged into the first or sent after it, never before an update.
+    # Both updates and a list_changed; the second expiry's list_changed falls in the throttle interval and
+    # follows later.
     assert received == {ResourceUpdated(artifact.uri), ResourceUpdated(window_uri), ResourcesListChanged()}
 
 
@@ -192,7 +201,9 @@ async def test_subscribing_to_a_foreign_artifact_fails_exactly_like_an_unknown_o
                 await subscribe(client, uri)
             errors.append((caught.value.error.code, caught.value.error.message, caught.value.error.data))
     (foreign_code, foreign_message, foreign_data), (unknown_code, unknown_message, unknown_data) = errors
-    assert (foreign_code, foreign_message) == (unknown_code, unknown_message) == (-32602, "Resource not found")
+    assert (
+        (foreign_code, foreign_message) == (unknown_code, unknown_message) == (-32602, "Resource not found")
+    )
     assert foreign_data == {"reason": "not_found", "uri": bobs.uri}
     assert unknown_data == {"reason": "not_found", "uri": unknown_uri}
 
@@ -218,7 +229,7 @@ async def test_a_closed_session_stops_listening_to_the_service(service: Artifact
     assert service.events.listener_count == 0
 
 
-# -- 2026-07-28: subscriptions/listen -------------------------------------------------------------------------
+# -- 2026-07-28: subscriptions/listen ------------------------------------------------------------------------
 
 
 async def next_event(events: AsyncIterator[ServerEvent]) -> ServerEvent:
@@ -296,7 +307,7 @@ async def test_closing_a_listen_stream_stops_its_updates(service: ArtifactServic
             assert await next_event(sub) == ResourceUpdated(second.uri)
 
 
-# -- the feed's throttle ------------------------------------------------------------------------------------------
+# -- the feed's throttle -------------------------------------------------------------------------------------
 
 
 async def test_a_burst_of_changes_costs_one_list_changed_per_interval() -> None:
@@ -321,7 +332,7 @@ async def test_a_burst_of_changes_costs_one_list_changed_per_interval() -> None:
     assert sent == [ResourcesListChanged(), ResourceUpdated("blobstore://artifacts/a_1")]
 
 
-# -- real transports ------------------------------------------------------------------------------------------
+# -- real transports -----------------------------------------------------------------------------------------
 
 
 def _b64(data: bytes) -> str:
@@ -329,8 +340,11 @@ def _b64(data: bytes) -> str:
 
 
 async def upload_through_tools(client: Client, name: str, data: bytes) -> None:
-    begun = await client.call_tool("upload_begin", {"name": name, "mime_type": "text/plain", "size": len(data)})
-    upload_id = begun.structured_content["upload_id"]  # type: ignore[index]
+    begun = await client.call_tool(
+        "upload_begin", {"name": name, "mime_type": "text/plain", "size": len(data)}
+    )
+    assert begun.structured_content is not None
+    upload_id = begun.structured_content["upload_id"]
     await client.call_tool("upload_chunk", {"upload_id": upload_id, "index": 0, "data": _b64(data)})
     done = await client.call_tool(
         "upload_commit", {"upload_id": upload_id, "sha256": hashlib.sha256(data).hexdigest()}
@@ -354,18 +368,19 @@ async def test_stdio_session_hears_list_changed_for_its_own_upload(tmp_path: Pat
 @contextlib.asynccontextmanager
 async def http_app(service: ArtifactService, settings: Settings) -> AsyncIterator[str]:
     """The HTTP API with the MCP endpoint, in this process (so it shares the service and its events)."""
-    port = free_port()
     app = create_app(settings, service=service, extensions=[McpHttpExtension(settings)])
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    async with anyio.create_task_group() as group:
-        group.start_soon(server.serve)
-        with anyio.fail_after(GUARD_SECONDS):
-            while not server.started:
-                await anyio.sleep(0.01)
-        try:
-            yield f"http://127.0.0.1:{port}/mcp"
-        finally:
-            server.should_exit = True
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    # A socket that already listens: connections wait in its backlog until the app has started.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        async with anyio.create_task_group() as group:
+            group.start_soon(functools.partial(server.serve, sockets=[sock]))
+            try:
+                yield f"http://127.0.0.1:{port}/mcp"
+            finally:
+                server.should_exit = True
 
 
 async def test_stateless_http_listen_stream_hears_a_deletion(service: ArtifactService) -> None:
@@ -391,3 +406,24 @@ async def test_stateless_http_handshake_era_offers_no_subscriptions(service: Art
     assert not resources.list_changed
 
 
+# -- embedded in a tool server ------------------------------------------------------------------------------
+
+
+async def test_a_tool_server_embedding_the_store_relays_its_notifications_in_both_eras(
+    service: ArtifactService,
+) -> None:
+    first = await store(service, "first.txt")
+    second = await store(service, "second.txt")
+    host = MCPServer("host")
+    embed_store(host, service, caller=ALICE)
+    inbox = Inbox()
+    try:
+        async with Client(host, mode="legacy", message_handler=inbox.handle) as legacy:
+            await subscribe(legacy, first.uri)
+            await service.delete_artifact(ALICE, first.id)
+            assert await inbox.next() == ResourceUpdated(first.uri)
+    finally:
+        inbox.close()
+    async with Client(host) as modern, modern.listen(resource_subscriptions=[second.uri]) as sub:
+        await service.delete_artifact(ALICE, second.id)
+        assert await next_event(sub) == ResourceUpdated(second.uri)
