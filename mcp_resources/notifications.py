@@ -213,10 +213,6 @@ class StoreNotifications:
 
     # -- routing ---------------------------------------------------------------------------------------------
 
-    @property
-    def feed_count(self) -> int:
-        return len(self._feeds)
-
     def _attach(self, feed: Feed) -> Callable[[], None]:
         self._feeds.append(feed)
         if self._unsubscribe_events is None:

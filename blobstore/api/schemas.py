@@ -98,38 +98,13 @@ class ChunkOut(BaseModel):
     xxh3: str
 
 
-def _human_size(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
-def describe(artifact: Artifact) -> str:
-    parts = [artifact.mime_type]
-    media = artifact.media
-    if "width" in media and "height" in media:
-        parts.append(f"{media['width']}x{media['height']} px")
-    if "duration_seconds" in media:
-        parts.append(f"{media['duration_seconds']:.1f} s")
-    parts.append(_human_size(artifact.size))
-    return ", ".join(parts)
-
-
 def resource_link(artifact: Artifact) -> dict[str, Any]:
-    """An MCP ``resource_link`` content block for the artifact, ready to put in a tool result."""
-    return {
-        "type": "resource_link",
-        "uri": artifact.uri,
-        "name": artifact.name,
-        "title": artifact.name,
-        "mimeType": artifact.mime_type,
-        "size": artifact.size,
-        "description": describe(artifact),
-        "annotations": {"lastModified": artifact.created_at.isoformat()},
-    }
+    """The MCP ``resource_link`` block for the artifact, exactly as the MCP edge builds it."""
+    from mcp_resources.content import resource_link_for
+
+    link = resource_link_for(artifact)
+    block: dict[str, Any] = link.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return block
 
 
 def artifact_out(artifact: Artifact, base_url: str) -> ArtifactOut:

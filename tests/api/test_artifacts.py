@@ -50,7 +50,7 @@ async def test_multipart_upload_defaults_the_name_to_the_filename_and_sniffs_the
     assert artifact["name"] == "pic.png"
     assert artifact["mime_type"] == "image/png"
     assert artifact["media"] == {"width": 7, "height": 3, "format": "png"}
-    assert artifact["resource_link"]["description"].startswith("image/png, 7x3 px")
+    assert artifact["resource_link"]["description"] == "pic.png (image/png, 75 bytes, 7x3 px)"
 
 
 async def test_a_file_claiming_png_that_is_not_one_is_stored_as_what_it_is(client: httpx.AsyncClient) -> None:
@@ -197,8 +197,15 @@ async def test_get_returns_the_artifact_json_with_a_resource_link(
         "title": "hello.txt",
         "mimeType": "text/plain",
         "size": 5,
-        "description": "text/plain, 5 B",
+        "description": "hello.txt (text/plain, 5 bytes)",
         "annotations": {"lastModified": stored["resource_link"]["annotations"]["lastModified"]},
+        "_meta": {
+            "dev.blobstore/artifact": {
+                "sha256": stored["sha256"],
+                "rangeTemplate": f"blobstore://artifacts/{stored['id']}{{?offset,length}}",
+                "maxWindow": 1024 * 1024,
+            }
+        },
     }
 
 
