@@ -4,18 +4,18 @@ real ``blobstore serve`` process for the off-the-shelf clients."""
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from blobstore.api import create_app
 from blobstore.config import Settings
-from blobstore.runtime import open_service
-from blobstore.service import ArtifactService
+from tests.api.conftest import client, service
 from tests.e2e.conftest import Server, start_server, stop_server
+
+__all__ = ["client", "service"]  # the HTTP API's in-process fixtures, over the settings defined here
 
 TUS = {"Tus-Resumable": "1.0.0"}
 OFFSET_STREAM = "application/offset+octet-stream"
@@ -35,22 +35,6 @@ def settings(tmp_path: Path) -> Settings:
         database_url=f"sqlite+aiosqlite:///{tmp_path / 'metadata.sqlite3'}",
         auth_cache_seconds=0,
     )
-
-
-@pytest.fixture
-async def service(settings: Settings) -> AsyncIterator[ArtifactService]:
-    async with open_service(settings, server=False) as opened:
-        yield opened
-
-
-@pytest.fixture
-async def client(settings: Settings, service: ArtifactService) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings, service=service)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
-    ):
-        yield http
 
 
 async def create(client: httpx.AsyncClient, length: int, **headers: Any) -> str:
