@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import signal
 import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import anyio
 import httpx
@@ -18,54 +13,24 @@ import pytest
 
 from blobstore.cli.serve import SERVERS
 from tests.api.byteranges import boundary_from, parse_byteranges
+from tests.e2e.conftest import start_server, stop_server
 
 pytestmark = pytest.mark.e2e
 
 CHUNK = 64 * 1024
 DATA = os.urandom(CHUNK * 6 + 1234)  # seven chunks, the last one short
 SHA = hashlib.sha256(DATA).hexdigest()
-STARTUP_SECONDS = 60
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="module", params=SERVERS)
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    data_dir = tmp_path_factory.mktemp(f"serve-{request.param}")
-    port = free_port()
-    env = {**os.environ, "BLOBSTORE_MIN_CHUNK_SIZE": "1024", "BLOBSTORE_LOG_LEVEL": "warning"}
-    command = [str(Path(sys.executable).parent / "blobstore"), "serve", "--port", str(port)]
-    command += ["--data-dir", str(data_dir), "--server", request.param]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    base = f"http://127.0.0.1:{port}"
+    root = tmp_path_factory.mktemp(f"serve-{request.param}")
+    env = {"BLOBSTORE_MIN_CHUNK_SIZE": "1024", "BLOBSTORE_LOG_LEVEL": "warning"}
+    running = start_server(root, "--server", request.param, env=env)
     try:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"server exited: {process.stderr.read().decode() if process.stderr else ''}")
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("server did not become ready")
-            time.sleep(0.1)
-        yield base
+        yield running.url
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stderr:
-            process.stderr.close()
+        stop_server(running)
 
 
 def chunk(index: int) -> bytes:

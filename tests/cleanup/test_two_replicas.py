@@ -6,10 +6,8 @@ import hashlib
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,6 +25,7 @@ from blobstore.config import Settings
 from blobstore.metadata.migrate import upgrade
 from blobstore.runtime import open_service
 from tests.cleanup.helpers import assert_consistent, blob_rows
+from tests.e2e.conftest import free_port, wait_ready
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.s3]
 
@@ -34,14 +33,6 @@ ROOT = Path(__file__).resolve().parents[2]
 GRACE = 3
 UPLOADS = 200
 WORKERS = 8
-STARTUP_SECONDS = 60
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -69,7 +60,7 @@ def replicas(pg_url: str, s3_storage_url: str, s3_endpoint_url: str, tmp_path: P
     setup = Replicas(bases=[], env=env)
     try:
         for index in range(2):
-            port = _free_port()
+            port = free_port()
             log = (tmp_path / f"replica{index}.log").open("wb")
             setup.logs.append(log)
             process = subprocess.Popen(
@@ -83,7 +74,7 @@ def replicas(pg_url: str, s3_storage_url: str, s3_endpoint_url: str, tmp_path: P
             setup.processes.append(process)
             setup.bases.append(f"http://127.0.0.1:{port}")
         for process, base, log in zip(setup.processes, setup.bases, setup.logs, strict=True):
-            _wait_ready(process, base, Path(log.name))
+            wait_ready(process, base, Path(log.name))
         yield setup
     finally:
         for process in setup.processes:
@@ -97,21 +88,6 @@ def replicas(pg_url: str, s3_storage_url: str, s3_endpoint_url: str, tmp_path: P
                 process.wait()
         for log in setup.logs:
             log.close()
-
-
-def _wait_ready(process: subprocess.Popen[bytes], base: str, log: Path) -> None:
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while True:
-        if process.poll() is not None:
-            pytest.fail(f"replica exited: {log.read_text(errors='replace')[-3000:]}")
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            pytest.fail("replica did not become ready")
-        time.sleep(0.1)
 
 
 def _log_tail(directory: Path, index: int, size: int | None = 4000) -> str:

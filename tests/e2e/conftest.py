@@ -42,41 +42,50 @@ def cli_env(tmp: Path, url: str) -> dict[str, str]:
     return env
 
 
-def start_server(root: Path) -> Server:
-    port = free_port()
-    data_dir = root / "data"
-    log = root / "server.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BLOBSTORE_")}
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                str(BLOBSTORE),
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--data-dir",
-                str(data_dir),
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-    server = Server(f"http://127.0.0.1:{port}", data_dir, log, process)
+def wait_ready(process: subprocess.Popen[bytes], url: str, log: Path) -> None:
+    """Poll ``/readyz`` until the server answers 200; an exited process or a passed deadline is an error."""
     deadline = time.monotonic() + START_DEADLINE_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode}:\n{log.read_text()}")
+            raise RuntimeError(f"server exited with {process.returncode}:\n{log.read_text(errors='replace')}")
         try:
-            if httpx.get(f"{server.url}/healthz", timeout=2.0).status_code == 200:
-                return server
+            if httpx.get(f"{url}/readyz", timeout=2.0).status_code == 200:
+                return
         except httpx.TransportError:
             pass
         time.sleep(0.1)
-    stop_server(server)
-    raise RuntimeError(f"server did not become healthy:\n{log.read_text()}")
+    raise RuntimeError(f"server did not become ready:\n{log.read_text(errors='replace')}")
+
+
+def start_server(root: Path, *args: str, env: dict[str, str] | None = None) -> Server:
+    """``blobstore serve`` on a free loopback port with ``root/data``; ``args`` are extra flags, ``env`` extra
+    ``BLOBSTORE_*`` variables (the caller's own ones are dropped so that the test alone decides)."""
+    port = free_port()
+    data_dir = root / "data"
+    log = root / "server.log"
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("BLOBSTORE_")}
+    environment.update(env or {})
+    command = [
+        str(BLOBSTORE),
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data_dir),
+    ]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [*command, *args], stdout=out, stderr=subprocess.STDOUT, env=environment, start_new_session=True
+        )
+    server = Server(f"http://127.0.0.1:{port}", data_dir, log, process)
+    try:
+        wait_ready(process, server.url, log)
+    except BaseException:
+        stop_server(server)
+        raise
+    return server
 
 
 def stop_server(server: Server) -> None:
