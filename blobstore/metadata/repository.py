@@ -137,6 +137,12 @@ class MetadataRepository:
         )
         return row
 
+    async def _all(self, statement: sa.Select[Any]) -> Sequence[sa.Row[Any]]:
+        """Every row of a read-only statement."""
+        async with self._reader.connect() as conn:
+            rows: Sequence[sa.Row[Any]] = (await conn.execute(statement)).all()
+            return rows
+
     def _first_sync(self, statement: sa.Select[Any]) -> sa.Row[Any] | None:
         assert self._sync_reader is not None
         with self._sync_reader.connect() as conn:
@@ -438,14 +444,11 @@ class MetadataRepository:
         return _chunk(row._mapping)
 
     async def list_chunks(self, upload_id: str) -> list[ChunkRecord]:
-        async with self._reader.connect() as conn:
-            rows = (
-                await conn.execute(
-                    sa.select(upload_chunks)
-                    .where(upload_chunks.c.upload_id == upload_id)
-                    .order_by(upload_chunks.c.index)
-                )
-            ).all()
+        rows = await self._all(
+            sa.select(upload_chunks)
+            .where(upload_chunks.c.upload_id == upload_id)
+            .order_by(upload_chunks.c.index)
+        )
         return [_chunk(row._mapping) for row in rows]
 
     async def get_chunk(self, upload_id: str, index: int) -> ChunkRecord | None:
@@ -489,15 +492,12 @@ class MetadataRepository:
 
     async def list_expired_uploads(self, *, now: datetime, limit: int) -> list[UploadSession]:
         """Open or completing uploads whose lease ran out, oldest first."""
-        async with self._reader.connect() as conn:
-            rows = (
-                await conn.execute(
-                    sa.select(uploads)
-                    .where(uploads.c.state.in_(_OPEN_STATES), uploads.c.expires_at <= now)
-                    .order_by(uploads.c.expires_at, uploads.c.id)
-                    .limit(limit)
-                )
-            ).all()
+        rows = await self._all(
+            sa.select(uploads)
+            .where(uploads.c.state.in_(_OPEN_STATES), uploads.c.expires_at <= now)
+            .order_by(uploads.c.expires_at, uploads.c.id)
+            .limit(limit)
+        )
         return [_upload(row._mapping) for row in rows]
 
     async def delete_upload(self, upload_id: str) -> bool:
@@ -653,15 +653,12 @@ class MetadataRepository:
         return sorted((_blob_record(row._mapping) for row in rows), key=lambda record: record.id)
 
     async def list_tombstoned_blobs(self, *, limit: int) -> list[BlobRecord]:
-        async with self._reader.connect() as conn:
-            rows = (
-                await conn.execute(
-                    sa.select(blobs)
-                    .where(blobs.c.state == _TOMBSTONED)
-                    .order_by(blobs.c.tombstoned_at, blobs.c.id)
-                    .limit(limit)
-                )
-            ).all()
+        rows = await self._all(
+            sa.select(blobs)
+            .where(blobs.c.state == _TOMBSTONED)
+            .order_by(blobs.c.tombstoned_at, blobs.c.id)
+            .limit(limit)
+        )
         return [_blob_record(row._mapping) for row in rows]
 
     async def drop_blob(self, blob_id: int) -> bool:
@@ -707,15 +704,12 @@ class MetadataRepository:
 
     async def list_finished_uploads(self, *, before: datetime, limit: int) -> list[UploadSession]:
         """Completed, aborted or expired uploads whose lease ran out before ``before``: rows left to purge."""
-        async with self._reader.connect() as conn:
-            rows = (
-                await conn.execute(
-                    sa.select(uploads)
-                    .where(uploads.c.state.not_in(_OPEN_STATES), uploads.c.expires_at <= before)
-                    .order_by(uploads.c.expires_at, uploads.c.id)
-                    .limit(limit)
-                )
-            ).all()
+        rows = await self._all(
+            sa.select(uploads)
+            .where(uploads.c.state.not_in(_OPEN_STATES), uploads.c.expires_at <= before)
+            .order_by(uploads.c.expires_at, uploads.c.id)
+            .limit(limit)
+        )
         return [_upload(row._mapping) for row in rows]
 
     async def known_staging_refs(self, refs: Sequence[str]) -> set[str]:
@@ -732,12 +726,9 @@ class MetadataRepository:
 
     async def list_blobs(self, *, after_id: int, limit: int) -> list[BlobRecord]:
         """A keyset page of blob rows (any state) with ``id > after_id``, by id."""
-        async with self._reader.connect() as conn:
-            rows = (
-                await conn.execute(
-                    sa.select(blobs).where(blobs.c.id > after_id).order_by(blobs.c.id).limit(limit)
-                )
-            ).all()
+        rows = await self._all(
+            sa.select(blobs).where(blobs.c.id > after_id).order_by(blobs.c.id).limit(limit)
+        )
         return [_blob_record(row._mapping) for row in rows]
 
     async def cleanup_due(self, *, now: datetime, older_than: datetime) -> dict[str, int]:

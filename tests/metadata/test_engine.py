@@ -172,3 +172,21 @@ async def test_sqlite_database_and_its_wal_files_are_private_whatever_the_umask(
         os.umask(old)
     assert modes
     assert modes == dict.fromkeys(modes, 0o600)
+
+
+def test_sqlite_fast_read_engine_is_query_only_and_absent_elsewhere(tmp_path: Path) -> None:
+    from blobstore.metadata.engine import create_sqlite_read_engine
+
+    path = tmp_path / "fast.sqlite3"
+    sqlite3.connect(path).close()
+    engine = create_sqlite_read_engine(f"sqlite+aiosqlite:///{path}")
+    assert engine is not None
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT 1")).scalar() == 1
+            with pytest.raises(sa.exc.OperationalError, match="readonly"):
+                conn.execute(sa.text("CREATE TABLE t (x INTEGER)"))
+    finally:
+        engine.dispose()
+    assert create_sqlite_read_engine("sqlite+aiosqlite:///:memory:") is None
+    assert create_sqlite_read_engine("postgresql+asyncpg://u@h/db") is None
