@@ -124,3 +124,12 @@ async def test_openapi_and_docs_are_served(client: httpx.AsyncClient) -> None:
 def test_app_builds_nothing_at_import_or_creation(settings: Settings) -> None:
     app = create_app(settings)
     assert not hasattr(app.state, "blobstore")
+
+
+def test_http_api_docs_list_every_error_code_with_its_status() -> None:
+    from blobstore.api.errors import STATUS_BY_CODE
+    from blobstore.errors import all_codes
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "http-api.md").read_text()
+    for code in all_codes():
+        assert f"| `{code}` | {STATUS_BY_CODE[code]} |" in docs, code
