@@ -17,52 +17,22 @@ from typing import Any
 
 from blobstore.audit import AuditLog
 from blobstore.config import Settings
-from blobstore.errors import BlobstoreError, InvalidRequest, NotFound, QuotaExceeded, TooLarge
+from blobstore.errors import BlobstoreError, InvalidRequest, NotFound, QuotaExceeded, RangeRequired, TooLarge
 from blobstore.events import ArtifactChange, ArtifactEvent, ArtifactEvents
 from blobstore.ids import check_id, new_artifact_id
-from blobstore.media import PROBE_BYTES, is_valid_mime, probe, resolve_mime
+from blobstore.media import PROBE_BYTES, probe, resolve_mime
 from blobstore.metadata.repository import UNSET, MetadataRepository, NewArtifact
 from blobstore.models import Artifact, BlobRecord, Caller, Page
 from blobstore.ranges import Window, window
 from blobstore.storage.base import BlobInfo, BlobStore, SupportsLocalPath
+from blobstore.uploads import UploadManager
+from blobstore.validation import validate_metadata, validate_mime, validate_name
 
 Clock = Callable[[], datetime]
-
-MAX_NAME_LENGTH = 1024
-MAX_METADATA_BYTES = 16 * 1024
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def validate_name(name: str) -> str:
-    if not name or len(name) > MAX_NAME_LENGTH or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
-        raise InvalidRequest("name must be 1-1024 printable characters")
-    return name
-
-
-def validate_mime(mime_type: str | None) -> str | None:
-    if mime_type is None:
-        return None
-    base = mime_type.split(";", 1)[0].strip()
-    if not is_valid_mime(base):
-        raise InvalidRequest("mime_type must be a type/subtype media type")
-    return base.lower()
-
-
-def validate_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
-    if metadata is None:
-        return {}
-    import json
-
-    try:
-        encoded = json.dumps(metadata, separators=(",", ":"))
-    except (TypeError, ValueError):
-        raise InvalidRequest("metadata must be a JSON object") from None
-    if len(encoded.encode()) > MAX_METADATA_BYTES:
-        raise InvalidRequest(f"metadata must be at most {MAX_METADATA_BYTES} bytes of JSON")
-    return metadata
 
 
 def encode_cursor(artifact: Artifact) -> str:
@@ -98,8 +68,6 @@ class ArtifactService:
         self.audit = audit or AuditLog()
         self.clock = clock
         self.events = ArtifactEvents()
-        from blobstore.uploads import UploadManager
-
         self.uploads = UploadManager(self)
 
     # -- time-to-live ---------------------------------------------------------------------------------------
@@ -269,8 +237,6 @@ class ArtifactService:
         """The whole artifact when it is at most ``limit`` bytes (callers check the size first)."""
         artifact, blob = await self.open_artifact(caller, artifact_id)
         if artifact.size > limit:
-            from blobstore.errors import RangeRequired
-
             raise RangeRequired(size=artifact.size)
         parts = [piece async for piece in self.stream(blob)]
         return artifact, b"".join(parts)

@@ -35,6 +35,7 @@ from blobstore.errors import (
 from blobstore.ids import check_id, new_upload_id
 from blobstore.models import Artifact, Caller, ChunkRecord, UploadSession, UploadState, UploadStatus
 from blobstore.storage.base import ChunkReceipt, ProgressCallback
+from blobstore.validation import validate_metadata, validate_mime, validate_name
 
 if TYPE_CHECKING:
     from blobstore.service import ArtifactService
@@ -131,8 +132,6 @@ class UploadManager:
         metadata: dict[str, Any] | None = None,
         protocol: str = "native",
     ) -> UploadSession:
-        from blobstore.service import validate_metadata, validate_mime, validate_name
-
         svc = self.service
         name = validate_name(name)
         mime = validate_mime(mime_type)
