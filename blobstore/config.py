@@ -10,11 +10,11 @@ from __future__ import annotations
 import ipaddress
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -82,6 +82,11 @@ class Settings(BaseSettings):
     audit_log: Path | None = None
     """File for audit JSON lines; default: the ``blobstore.audit`` logger (stderr)."""
 
+    # Browsers.
+    cors_origins: Annotated[tuple[str, ...], NoDecode] = ()
+    """Origins (``scheme://host[:port]``) whose pages may call the HTTP API and ``/mcp`` across origins;
+    comma-separated in ``BLOBSTORE_CORS_ORIGINS``. Empty: no CORS (``blobstore.api.cors``)."""
+
     @field_validator("database_url")
     @classmethod
     def _check_database_url(cls, value: str | None) -> str | None:
@@ -112,6 +117,19 @@ class Settings(BaseSettings):
         if value.lower() not in {"debug", "info", "warning", "error"}:
             raise ValueError("must be debug, info, warning or error")
         return value.lower()
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _check_cors_origins(cls, value: Any) -> tuple[str, ...]:
+        items = value.split(",") if isinstance(value, str) else list(value or ())
+        origins: list[str] = []
+        for item in items:
+            text = str(item).strip()
+            if text:
+                origin = normalize_origin(text)
+                if origin not in origins:
+                    origins.append(origin)
+        return tuple(origins)
 
     @model_validator(mode="after")
     def _check_consistency(self) -> Settings:
@@ -145,6 +163,36 @@ class Settings(BaseSettings):
             return ipaddress.ip_address(host).is_loopback
         except ValueError:
             return False
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def normalize_origin(text: str) -> str:
+    """An origin as a browser serializes it in ``Origin`` (RFC 6454 §6.2): lower-case scheme and host, no
+    default port, no path. A trailing ``/`` is forgiven; anything else (``*``, ``null``, a path) is refused,
+    since every allowed origin must be named.
+    """
+    message = f"each origin must be http(s)://host[:port] with nothing after it, got {text!r}"
+    parts = urlsplit(text)
+    if (
+        parts.scheme.lower() not in _DEFAULT_PORTS
+        or not parts.hostname
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+        or "@" in parts.netloc
+        or "*" in text
+    ):
+        raise ValueError(message)
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(message) from None
+    scheme = parts.scheme.lower()
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    shown_port = f":{port}" if port is not None and port != _DEFAULT_PORTS[scheme] else ""
+    return f"{scheme}://{host}{shown_port}"
 
 
 class SettingsError(Exception):

@@ -5,7 +5,8 @@ answers on whatever path the host routes to it) and ``lifespan(service)`` builds
 service and runs the SDK's session manager for as long as the host app lives (a mounted sub-application's own
 lifespan never runs). The manager is stateless, so any replica can answer any request of either protocol era;
 the request-body limit admits one upload chunk (base64) plus the JSON around it; DNS-rebinding protection
-checks ``Host``/``Origin`` against the configured addresses.
+checks ``Host``/``Origin`` against the configured addresses, and lets the ``BLOBSTORE_CORS_ORIGINS`` pages in
+(the app's CORS middleware answers their preflights and stamps the CORS headers, here as everywhere).
 """
 
 from __future__ import annotations
@@ -57,9 +58,9 @@ def max_request_body(settings: Settings) -> int:
 def transport_security(settings: Settings) -> TransportSecuritySettings:
     """Accept ``Host``/``Origin`` only for the addresses this server is reached at (DNS-rebinding protection).
 
-    Loopback names are always allowed; the bind host and the public URL's host are added. A server bound to
-    all interfaces without a public URL cannot know its names, so only then the check is left off (such a
-    server requires bearer tokens anyway).
+    Loopback names are always allowed; the bind host, the public URL's host and the configured CORS origins
+    are added. A server bound to all interfaces without a public URL cannot know its names, so only then the
+    check is left off (such a server requires bearer tokens anyway).
     """
     hosts = [f"{name}:*" for name in _LOOPBACK_HOSTS] + list(_LOOPBACK_HOSTS)
     origins = [f"http://{name}:*" for name in _LOOPBACK_HOSTS] + [
@@ -77,6 +78,8 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
             origins += [f"{public.scheme}://{public.netloc}"]
     elif bind in _WILDCARD_HOSTS:
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    # The origins allowed cross-origin access to the whole server (BLOBSTORE_CORS_ORIGINS) may call /mcp too.
+    origins += [origin for origin in settings.cors_origins if origin not in origins]
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )

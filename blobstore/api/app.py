@@ -17,6 +17,7 @@ from starlette.types import ASGIApp
 
 from blobstore import __version__
 from blobstore.api import tus
+from blobstore.api.cors import Cors
 from blobstore.api.deps import STATE_KEY, AppState
 from blobstore.api.errors import install_error_handlers
 from blobstore.api.guard import MULTIPART_ALLOWANCE, BodyGuard
@@ -77,6 +78,9 @@ def create_app(
     install_error_handlers(app)
     body_cap = settings.max_artifact_size + MULTIPART_ALLOWANCE
     app.add_middleware(BodyGuard, timeout=settings.body_timeout_seconds, max_body=body_cap)
+    if settings.cors_origins:
+        # Outermost of the two, so that the guard's refusals (413, 408) reach the page too.
+        app.add_middleware(Cors, origins=settings.cors_origins)
     app.include_router(health.router)
     app.include_router(uploads.router)
     app.include_router(artifacts.router)

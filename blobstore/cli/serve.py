@@ -64,6 +64,8 @@ def settings_environment(settings: Settings) -> dict[str, str]:
     for name, value in settings.model_dump(exclude_unset=True).items():
         if value is None:
             continue
+        if isinstance(value, tuple | list):
+            value = ",".join(str(item) for item in value)
         text = str(value).lower() if isinstance(value, bool) else str(value)
         env[f"BLOBSTORE_{name.upper()}"] = text
     # The data directory always travels: its default depends on the worker's own environment.
@@ -117,6 +119,13 @@ _RUNNERS: Final = {"uvicorn": _run_uvicorn, "hypercorn": _run_hypercorn, "grania
     default=None,
     help="Allow a non-loopback address while no token exists (anyone can then read and write).",
 )
+@click.option(
+    "--cors-origins",
+    default=None,
+    metavar="ORIGINS",
+    help="Comma-separated origins (http(s)://host[:port]) whose browser pages may call this server "
+    "(env BLOBSTORE_CORS_ORIGINS; default: none, no CORS).",
+)
 def serve(
     host: str | None,
     port: int | None,
@@ -124,6 +133,7 @@ def serve(
     server_name: str,
     cleanup_interval: int | None,
     insecure_no_auth: bool | None,
+    cors_origins: str | None,
 ) -> None:
     """Serve the HTTP API and the MCP endpoint."""
     settings = settings_from(
@@ -132,6 +142,7 @@ def serve(
         data_dir=data_dir,
         insecure_no_auth=insecure_no_auth,
         cleanup_interval_seconds=cleanup_interval,
+        cors_origins=cors_origins,
     )
     try:
         tokens = anyio.run(count_active_tokens, settings)
