@@ -334,6 +334,7 @@ class Offloader:
                     inline_limit=rules.inline_limit,
                     long_edge=edge,
                     renditions=self.store.renditions,
+                    jpeg_fallback=True,
                 )
                 image = (
                     None if block is None else block.model_dump(by_alias=True, exclude_none=True, mode="json")
