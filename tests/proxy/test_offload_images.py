@@ -54,7 +54,9 @@ async def test_large_photo_becomes_a_downscaled_image_and_a_link_to_the_original
 ) -> None:
     offloader = rig.offloader()
     result = {"content": [image_block(photo)]}
-    out = await offloader.tool_result(tool="read_media_file", arguments=ARGS, output_schema=None, result=result)
+    out = await offloader.tool_result(
+        tool="read_media_file", arguments=ARGS, output_schema=None, result=result
+    )
     assert out is not None
     images = [b for b in out["content"] if b["type"] == "image"]
     assert len(images) == 1
@@ -190,7 +192,9 @@ async def test_many_images_are_held_to_the_smaller_edge_limit(tmp_path: Path) ->
     async with open_rig(tmp_path) as rig:
         offloader = rig.offloader(config=config, profile="claude-desktop")
         strips = [image_block(flat_png(2500, 40, (i * 10, 0, 0))) for i in range(21)]
-        out = await offloader.tool_result(tool="t", arguments=None, output_schema=None, result={"content": strips})
+        out = await offloader.tool_result(
+            tool="t", arguments=None, output_schema=None, result={"content": strips}
+        )
         assert out is not None
         images = [b for b in out["content"] if b["type"] == "image"]
         assert len(images) == 21
@@ -207,7 +211,9 @@ async def test_never_offload_tool_is_forwarded_unchanged(tmp_path: Path, photo: 
         offloader = rig.offloader(config=config)
         result = {"content": [image_block(photo)]}
         assert (
-            await offloader.tool_result(tool="read_media_file", arguments={}, output_schema=None, result=result)
+            await offloader.tool_result(
+                tool="read_media_file", arguments={}, output_schema=None, result=result
+            )
             is None
         )
         assert await offloader.tool_result(tool="other", arguments={}, output_schema=None, result=result)
