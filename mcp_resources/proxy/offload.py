@@ -546,49 +546,22 @@ class Offloader:
             rules=self.rules.for_tool(""),
         )
         limit = self.rules.inline_limit
-        stored: list[tuple[dict[str, Any], Artifact]] = []
-        for index, content in enumerate(contents):
-            if not isinstance(content, dict):
-                continue
-            raw: bytes | None = None
-            if isinstance(content.get("blob"), str):
-                raw = _b64(content["blob"])
-            elif isinstance(content.get("text"), str):
-                raw = content["text"].encode("utf-8")
-            if raw is None or len(raw) <= limit:
-                continue
-            mime = str(
-                content.get("mimeType") or ("text/plain" if "text" in content else "application/octet-stream")
-            )
-            own = str(content.get("uri") or uri)
-            leaf = own.rstrip("/").rsplit("/", 1)[-1]
-            name = leaf if _usable_name(leaf) else f"resource-{index}{_extension(mime)}"
-            item = _Item(original=content, kind="blob", raw=raw, mime_type=mime, name=name)
-            stored.append((content, await self._store(call, item)))
-        if not stored and compact_size(result) + ENVELOPE_BYTES <= self.rules.profile.max_result_bytes:
-            return None
-        if not stored:
-            # Many small contents that together overflow the host's cap: store the largest one.
-            biggest = max(
-                (c for c in contents if isinstance(c, dict)), key=lambda c: compact_size(c), default=None
-            )
-            if biggest is None:
+        items = [
+            _resource_item(content, uri, index)
+            for index, content in enumerate(contents)
+            if isinstance(content, dict)
+        ]
+        due = [item for item in items if item.raw is not None and len(item.raw) > limit]
+        if not due:
+            if compact_size(result) + ENVELOPE_BYTES <= self.rules.profile.max_result_bytes:
                 return None
-            raw = (
-                _b64(biggest["blob"])
-                if isinstance(biggest.get("blob"), str)
-                else str(biggest.get("text", "")).encode()
-            )
-            item = _Item(
-                original=biggest,
-                kind="blob",
-                raw=raw or b"",
-                mime_type=str(biggest.get("mimeType") or "application/octet-stream"),
-                name="resource",
-            )
-            stored.append((biggest, await self._store(call, item)))
+            # Contents each within the inline limit that together overflow the host's cap: store the largest.
+            due = [max(items, key=lambda item: len(item.raw or b""))] if items else []
+            if not due or due[0].raw is None:
+                return None
+        stored = [(item.original, await self._store(call, item)) for item in due]
         window = _window_request(params)
-        content, artifact = stored[0]
+        artifact = stored[0][1]
         if window is not None:
             offset, length = window
             target = window_uri(artifact.id, offset, self.max_window if length is None else length)
@@ -611,10 +584,9 @@ class Offloader:
         data = error_data(
             error,
             uri=artifact.uri,
-            upstream_uri=uri,
-            mime_type=artifact.mime_type,
+            upstreamUri=uri,
+            mimeType=artifact.mime_type,
             sha256=artifact.sha256,
-            window_meta_key=WINDOW_META_KEY,
             stored=[
                 {"uri": str(c.get("uri") or uri), "storeUri": a.uri, "size": a.size, "mimeType": a.mime_type}
                 for c, a in stored
@@ -623,6 +595,20 @@ class Offloader:
             else None,
         )
         return {"error": {"code": jsonrpc_code(error.code), "message": error.message, "data": data}}
+
+
+def _resource_item(content: dict[str, Any], uri: str, index: int) -> _Item:
+    """One content of a resources/read result as an item to store (raw None when it has no payload)."""
+    raw: bytes | None = None
+    if isinstance(content.get("blob"), str):
+        raw = _b64(content["blob"])
+    elif isinstance(content.get("text"), str):
+        raw = content["text"].encode("utf-8")
+    fallback = "text/plain" if "text" in content else "application/octet-stream"
+    mime = str(content.get("mimeType") or fallback)
+    leaf = str(content.get("uri") or uri).rstrip("/").rsplit("/", 1)[-1]
+    name = leaf if _usable_name(leaf) else f"resource-{index}{_extension(mime)}"
+    return _Item(original=content, kind="blob", raw=raw, mime_type=mime, name=name)
 
 
 def _window_request(params: Mapping[str, Any]) -> tuple[int, int | None] | None:
