@@ -167,7 +167,7 @@ async def run() -> str:
     rows: list[str] = []
     inputs = cases()
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(data_dir=Path(tmp) / "data")
+        settings = Settings(data_dir=Path(tmp) / "data", audit_log=Path(tmp) / "audit.log")
         async with open_service(settings) as service:
             store = embed_store(Server("bench"), service, caller=CALLER, notifications=False)
             for name, result, raw_size in inputs:
