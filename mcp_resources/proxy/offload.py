@@ -405,7 +405,11 @@ class Offloader:
         result: dict[str, Any],
     ) -> dict[str, Any] | None:
         """``result`` is the object under "result" of the upstream's tools/call response. None when nothing
-        changes (the relay forwards the upstream's bytes), else the new result object."""
+        changes (the relay forwards the upstream's bytes), else the new result object.
+
+        A store that refuses to store (``quota_exceeded``, ``storage_full``, ...) raises the catalogue's
+        :class:`~blobstore.errors.BlobstoreError`; map it with :func:`mcp_resources.errors.to_mcp_error`.
+        """
         rules = self.rules.for_tool(tool)
         if rules.mode == "never":
             return None
