@@ -185,3 +185,19 @@ def test_no_offloaded_result_exceeds_its_profile_caps(tmp_path: Path) -> None:
             assert seen["offloaded"] > 0
         finally:
             runner.run(stack.aclose())
+
+
+async def test_over_the_token_cap_images_are_halved_before_any_is_only_linked(rig: Rig) -> None:
+    # 30 images of 1024x768 px: about 1,036 tokens each, 31,000 in all, over claude-code's 25,000.
+    shots = [image_block(flat_png(1024, 768, (i * 8, 90, 160))) for i in range(30)]
+    out = await rig.offloader(profile="claude-code").tool_result(
+        tool="gallery", arguments={}, output_schema=None, result={"content": shots}
+    )
+    assert out is not None
+    assert measure(out)[1] <= 25_000
+    images = [b for b in out["content"] if b["type"] == "image"]
+    assert len(images) == 30
+    halved = [b for b in images if b not in shots]
+    assert halved
+    assert all(b["_meta"]["dev.blobstore/artifact"]["width"] == 512 for b in halved)
+    assert len(links(out)) == len(halved)
