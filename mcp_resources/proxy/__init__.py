@@ -1,0 +1,1 @@
+"""The offloading MCP proxy: put any existing MCP server behind the store."""

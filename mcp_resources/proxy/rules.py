@@ -1,0 +1,211 @@
+"""Offload rules: host profiles, per-result budgets and per-tool overrides from a TOML file.
+
+A result's budget is counted in bytes (its compact JSON, UTF-8) and in estimated tokens: every inline image
+costs :func:`~mcp_resources.content.estimate_image_tokens` of its pixel size, everything else one token per
+:data:`BYTES_PER_TOKEN` bytes of its JSON. The host profile gives the caps; the per-tool file
+(``--offload-config``) changes thresholds and marks tools never or always offloaded.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from blobstore.config import Settings
+
+MiB: Final = 1024 * 1024
+BYTES_PER_TOKEN: Final = 4
+"""Text (and any base64 that is not an inline image) is estimated at one token per four bytes."""
+DEFAULT_TEXT_THRESHOLD: Final = 64 * 1024
+DEFAULT_TEXT_PREVIEW: Final = 4 * 1024
+MANY_IMAGES: Final = 20
+"""Above this many images in one result, the profile's smaller edge limit applies."""
+
+OffloadMode = Literal["auto", "never", "always"]
+
+
+class OffloadConfigError(Exception):
+    """A bad ``--offload-config`` file; ``str(exc)`` is one line naming the file, key and problem."""
+
+
+@dataclass(frozen=True)
+class HostProfile:
+    """The caps of a known host."""
+
+    name: str
+    max_result_bytes: int
+    """Compact JSON bytes of the whole result object."""
+    max_result_tokens: int
+    max_image_edge: int
+    max_image_edge_many: int = 2000
+    """Edge limit when a result carries more than :data:`MANY_IMAGES` images."""
+
+    def image_edge_limit(self, images: int) -> int:
+        return self.max_image_edge_many if images > MANY_IMAGES else self.max_image_edge
+
+
+HOST_PROFILES: Final[Mapping[str, HostProfile]] = {
+    # "result exceeds maximum length of 1048576"; no token cap of its own, so the byte cap sets the tokens.
+    "claude-desktop": HostProfile("claude-desktop", MiB, MiB // BYTES_PER_TOKEN, 8000),
+    # Claude Code refuses MCP output over 25,000 tokens (MAX_MCP_OUTPUT_TOKENS).
+    "claude-code": HostProfile("claude-code", MiB, 25_000, 8000),
+    # Unknown host: the strictest known caps.
+    "generic": HostProfile("generic", MiB, 25_000, 8000),
+}
+DEFAULT_PROFILE: Final = "generic"
+
+_THRESHOLD_KEYS: Final = ("inline_limit", "image_long_edge", "text_threshold", "text_preview")
+
+
+@dataclass(frozen=True)
+class ToolRules:
+    """The thresholds for one tool, and whether it is never, always or by size (``auto``) offloaded.
+
+    ``always`` stores every image, audio and embedded blob whatever its size (images still get their
+    downscaled copy inline when it fits) and every text longer than its preview.
+    """
+
+    inline_limit: int
+    image_long_edge: int
+    text_threshold: int
+    text_preview: int
+    mode: OffloadMode = "auto"
+
+
+@dataclass(frozen=True)
+class OffloadRules:
+    profile: HostProfile
+    inline_limit: int
+    image_long_edge: int
+    text_threshold: int
+    text_preview: int
+    read_tool_hint: bool
+    tools: Mapping[str, ToolRules] = field(default_factory=dict)
+
+    def for_tool(self, tool: str) -> ToolRules:
+        found = self.tools.get(tool)
+        if found is not None:
+            return found
+        return ToolRules(
+            inline_limit=self.inline_limit,
+            image_long_edge=self.image_long_edge,
+            text_threshold=self.text_threshold,
+            text_preview=self.text_preview,
+        )
+
+
+def _fail(path: Path, key: str, problem: str) -> OffloadConfigError:
+    return OffloadConfigError(f"{path}: {key}: {problem}")
+
+
+def _positive(path: Path, key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise _fail(path, key, f"must be a positive integer, not {value!r}")
+    return value
+
+
+def _names(path: Path, key: str, value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise _fail(path, key, "must be a list of tool names")
+    return list(value)
+
+
+def _thresholds(path: Path, prefix: str, table: Mapping[str, Any], base: ToolRules) -> ToolRules:
+    values = {key: _positive(path, prefix + key, table[key]) for key in _THRESHOLD_KEYS if key in table}
+    return ToolRules(
+        inline_limit=values.get("inline_limit", base.inline_limit),
+        image_long_edge=values.get("image_long_edge", base.image_long_edge),
+        text_threshold=values.get("text_threshold", base.text_threshold),
+        text_preview=values.get("text_preview", base.text_preview),
+        mode=base.mode,
+    )
+
+
+def _check(path: Path, prefix: str, values: ToolRules) -> None:
+    if values.text_preview >= values.text_threshold:
+        raise _fail(path, prefix + "text_preview", "must be smaller than text_threshold")
+
+
+def load_rules(
+    settings: Settings, *, profile: str, config_path: Path | None, read_tool_hint: bool
+) -> OffloadRules:
+    """Build the rules from the settings, a host profile name and an optional TOML file.
+
+    File keys (all optional): ``inline_limit``, ``image_long_edge``, ``text_threshold``, ``text_preview``
+    (defaults for every tool), ``never_offload`` and ``always_offload`` (lists of tool names) and
+    ``[tools.<name>]`` tables with the four thresholds and ``offload = "auto" | "never" | "always"``.
+    """
+    host = HOST_PROFILES.get(profile)
+    if host is None:
+        raise OffloadConfigError(
+            f"--host-profile: unknown profile {profile!r}; choose one of {', '.join(HOST_PROFILES)}"
+        )
+    base = ToolRules(
+        inline_limit=settings.inline_limit,
+        image_long_edge=settings.image_long_edge,
+        text_threshold=DEFAULT_TEXT_THRESHOLD,
+        text_preview=DEFAULT_TEXT_PREVIEW,
+    )
+    tools: dict[str, ToolRules] = {}
+    if config_path is not None:
+        base, tools = _load_file(config_path, base)
+    return OffloadRules(
+        profile=host,
+        inline_limit=base.inline_limit,
+        image_long_edge=base.image_long_edge,
+        text_threshold=base.text_threshold,
+        text_preview=base.text_preview,
+        read_tool_hint=read_tool_hint,
+        tools=tools,
+    )
+
+
+def _load_file(path: Path, base: ToolRules) -> tuple[ToolRules, dict[str, ToolRules]]:
+    try:
+        with path.open("rb") as handle:
+            doc = tomllib.load(handle)
+    except OSError as exc:
+        raise OffloadConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise OffloadConfigError(f"{path}: not valid TOML: {exc}") from None
+    known = {*_THRESHOLD_KEYS, "never_offload", "always_offload", "tools"}
+    for key in doc:
+        if key not in known:
+            raise _fail(path, key, "unknown key")
+    base = _thresholds(path, "", doc, base)
+    _check(path, "", base)
+    modes: dict[str, OffloadMode] = {}
+    for key, mode in (("never_offload", "never"), ("always_offload", "always")):
+        for name in _names(path, key, doc.get(key, [])):
+            if name in modes and modes[name] != mode:
+                raise _fail(path, key, f"tool {name!r} is in both never_offload and always_offload")
+            modes[name] = mode  # type: ignore[assignment]
+    tables = doc.get("tools", {})
+    if not isinstance(tables, dict):
+        raise _fail(path, "tools", "must be a table of [tools.<name>] tables")
+    tools: dict[str, ToolRules] = {}
+    for name, table in tables.items():
+        prefix = f"tools.{name}."
+        if not isinstance(table, dict):
+            raise _fail(path, f"tools.{name}", "must be a table")
+        for key in table:
+            if key not in {*_THRESHOLD_KEYS, "offload"}:
+                raise _fail(path, prefix + key, "unknown key")
+        rules = _thresholds(path, prefix, table, base)
+        if "offload" in table:
+            mode = table["offload"]
+            if mode not in ("auto", "never", "always"):
+                raise _fail(path, prefix + "offload", f"must be auto, never or always, not {mode!r}")
+            if name in modes and modes[name] != mode:
+                raise _fail(path, prefix + "offload", f"contradicts the {modes[name]}_offload list")
+            rules = replace(rules, mode=mode)
+        elif name in modes:
+            rules = replace(rules, mode=modes[name])
+        _check(path, prefix, rules)
+        tools[name] = rules
+    for name, mode in modes.items():
+        tools.setdefault(name, replace(base, mode=mode))
+    return base, tools
