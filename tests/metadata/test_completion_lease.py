@@ -92,7 +92,11 @@ async def test_commit_completes_the_upload_only_for_the_lease_owner(repo: Metada
     )
     upload = await repo.get_upload("ns", upload_id)
     assert upload is not None
-    assert (upload.state, upload.artifact_id, upload.completion_owner) == (UploadState.COMPLETED, won.id, None)
+    assert (upload.state, upload.artifact_id, upload.completion_owner) == (
+        UploadState.COMPLETED,
+        won.id,
+        None,
+    )
     assert await repo.get_artifact("ns", won.id, now=T0) is not None
 
 
@@ -123,7 +127,9 @@ async def test_concurrent_commits_never_take_the_namespace_past_its_quota(repo: 
     assert outcomes.count(True) == 3
     # Dedup does not discount: the same content again still counts, and is refused.
     with pytest.raises(QuotaExceeded):
-        await repo.commit_artifact(blob=blob_info(bytes([0]) * 30), artifact=new_artifact(), quota=quota, now=T0)
+        await repo.commit_artifact(
+            blob=blob_info(bytes([0]) * 30), artifact=new_artifact(), quota=quota, now=T0
+        )
     assert await repo.namespace_usage("ns", now=T0) == 90
     # Another namespace has its own quota.
     await repo.commit_artifact(blob=blob_info(b"x" * 30), artifact=new_artifact("other"), quota=quota, now=T0)
