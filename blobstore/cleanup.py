@@ -260,7 +260,7 @@ class Cleanup:
             for session in batch:
                 if not manager.abandoned(session, now):
                     continue
-                if self.dry_run or await manager.recover(session):
+                if self.dry_run or await manager.recover(session, actor=CLEANUP_ACTOR):
                     result.add("completions_recovered")
             if len(batch) < self.batch_size:
                 return

@@ -206,7 +206,7 @@ class UploadManager:
         session = await self.service.repo.get_upload(caller.namespace, check_id(upload_id))
         if session is None:
             raise NotFound()
-        if session.state is UploadState.COMPLETING and await self.recover(session):
+        if session.state is UploadState.COMPLETING and await self.recover(session, actor=caller.actor):
             session = await self.service.repo.get_upload(caller.namespace, session.id)
             if session is None:
                 raise NotFound()
@@ -237,7 +237,7 @@ class UploadManager:
         lease_until = session.completion_lease_until
         return lease_until is None or lease_until <= now or self._owner_is_dead(session.completion_owner)
 
-    async def recover(self, session: UploadSession) -> bool:
+    async def recover(self, session: UploadSession, *, actor: str) -> bool:
         """Roll an abandoned completion of ``session`` back to ``open``; True when this call did.
 
         The compare-and-set re-checks the owner (and, unless the owner is known dead, the expiry) in the
@@ -254,10 +254,8 @@ class UploadManager:
             expired_only=not self._owner_is_dead(session.completion_owner),
         )
         if released:
-            logger.warning("rolled an abandoned completion back to open (upload %s)", session.id)
-            svc.audit.record(
-                actor="server", namespace=session.namespace, action="complete_recover", result="ok"
-            )
+            logger.warning("an abandoned completion went back to open (its completer stopped renewing)")
+            svc.audit.record(actor=actor, namespace=session.namespace, action="complete_recover", result="ok")
         return released
 
     async def _keep_lease(self, upload_id: str, owner: str) -> None:
