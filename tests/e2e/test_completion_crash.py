@@ -26,7 +26,7 @@ from tests.e2e.files import write_distinct_blocks
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-SIZE_MIB = 256
+SIZE_MIB = 128
 """Big enough that joining the chunks on local disk takes a moment, so the kill lands inside it."""
 REQUEST_TIMEOUT = 60.0
 """Well under the two minutes a ``complete`` used to wait for a completion that nobody was running."""
