@@ -8,9 +8,9 @@ at once:
     replicas take with ``SKIP LOCKED``. Reads already answer "not found" from the moment of expiry; this only
     makes the rows go away and tells listeners (MCP subscribers) about it.
 ``uploads``
-    Upload sessions past their lease: move them to ``expired``, free their staging, drop the row; drop the
-    rows of finished sessions past their lease; free staging areas no session knows (older than the grace
-    period).
+    Completions whose process died (their completion lease ran out): back to ``open``. Upload sessions past
+    their lease: move them to ``expired``, free their staging, drop the row; drop the rows of finished
+    sessions past their lease; free staging areas no session knows (older than the grace period).
 ``blobs``
     Two-phase sweep of blobs no artifact references: mark when first seen unreferenced, tombstone once they
     stayed unreferenced for the grace period (row locks make a concurrent dedup commit and the tombstone
@@ -242,12 +242,29 @@ class Cleanup:
         self._started("uploads", due.get("expired_uploads"))
         if self.dry_run:
             result.items = due["expired_uploads"]
+            await self._recover_completions(now, result)
             await self._staging_leftovers(now, result)
             return result
+        await self._recover_completions(now, result)
         await self._expire_open_uploads(now, result)
         await self._drop_finished_uploads(now, result)
         await self._staging_leftovers(now, result)
         return result
+
+    async def _recover_completions(self, now: datetime, result: StepResult) -> None:
+        """Roll completions whose completer is gone back to ``open`` (a dry run only counts them)."""
+        manager = self.service.uploads
+        after = ""
+        while True:
+            batch = await self.repo.list_completing_uploads(after_id=after, limit=self.batch_size)
+            for session in batch:
+                if not manager.abandoned(session, now):
+                    continue
+                if self.dry_run or await manager.recover(session, actor=CLEANUP_ACTOR):
+                    result.add("completions_recovered")
+            if len(batch) < self.batch_size:
+                return
+            after = batch[-1].id
 
     async def _expire_open_uploads(self, now: datetime, result: StepResult) -> None:
         seen: set[str] = set()
@@ -261,8 +278,8 @@ class Cleanup:
                 return
 
     async def _expire_upload(self, session: UploadSession, now: datetime, result: StepResult) -> None:
-        if session.state is UploadState.COMPLETING and session.expires_at > now - self.grace:
-            # A join may still be reading the staged chunks: give it the grace period before pulling them.
+        if session.state is UploadState.COMPLETING and not self.service.uploads.abandoned(session, now):
+            # A live completer (it keeps renewing its lease) is still reading the staged chunks.
             result.add("completing_deferred")
             return
         # Compare-and-set first: a completion that won the race keeps its staging, and a crash after this

@@ -71,6 +71,8 @@ class Settings(BaseSettings):
     upload_ttl_seconds: int = Field(default=24 * 3600, gt=0)
     gc_grace_seconds: int = Field(default=3600, ge=0)
     cleanup_interval_seconds: int | None = Field(default=None, gt=0)
+    completion_lease_seconds: float = Field(default=20.0, gt=0)
+    """A running completion renews its lease every quarter of this; one whose lease ran out is abandoned."""
 
     # MCP.
     inline_limit: int = Field(default=512 * KiB, gt=0)

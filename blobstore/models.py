@@ -80,6 +80,10 @@ class UploadSession:
     updated_at: datetime
     expires_at: datetime
     artifact_id: str | None
+    completion_owner: str | None = None
+    """Set while ``completing``: the completer holding the completion lease."""
+    completion_lease_until: datetime | None = None
+    """Set while ``completing``: when the completion lease runs out unless its owner renews it."""
 
 
 @dataclass(frozen=True, slots=True)

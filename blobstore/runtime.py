@@ -34,10 +34,12 @@ async def open_service(
     on the embedded default (``migrate=None``) or when asked.
     """
     with contextlib.ExitStack() as stack:
+        sole_server = False
         if settings.is_embedded:
             prepare_data_dir(settings)
             if server:
                 stack.enter_context(DataDirLock(settings.data_dir))
+                sole_server = True
         if migrate if migrate is not None else settings.is_embedded:
             await upgrade_async(settings.resolved_database_url)
         repo = await MetadataRepository.open(settings.resolved_database_url)
@@ -52,7 +54,11 @@ async def open_service(
             )
             try:
                 yield ArtifactService(
-                    settings=settings, blobs=blobs, repo=repo, audit=AuditLog(settings.audit_log)
+                    settings=settings,
+                    blobs=blobs,
+                    repo=repo,
+                    audit=AuditLog(settings.audit_log),
+                    sole_server=sole_server,
                 )
             finally:
                 await blobs.close()

@@ -21,7 +21,7 @@ from blobstore.errors import BlobstoreError, InvalidRequest, NotFound, QuotaExce
 from blobstore.events import ArtifactChange, ArtifactEvent, ArtifactEvents
 from blobstore.ids import check_id, new_artifact_id
 from blobstore.media import PROBE_BYTES, probe, resolve_mime
-from blobstore.metadata.repository import UNSET, MetadataRepository, NewArtifact
+from blobstore.metadata.repository import UNSET, CompletionClaim, MetadataRepository, NewArtifact
 from blobstore.models import Artifact, BlobRecord, Caller, Page
 from blobstore.ranges import Window, window
 from blobstore.storage.base import BlobInfo, BlobStore, SupportsLocalPath
@@ -61,8 +61,11 @@ class ArtifactService:
         repo: MetadataRepository,
         audit: AuditLog | None = None,
         clock: Clock = utcnow,
+        sole_server: bool = False,
     ) -> None:
         self.settings = settings
+        self.sole_server = sole_server
+        """True when this process holds the data-directory lock: no other server uses this database."""
         self.blobs = blobs
         self.repo = repo
         self.audit = audit or AuditLog()
@@ -158,8 +161,13 @@ class ArtifactService:
         expires_at: datetime | None,
         metadata: dict[str, Any],
         pinned: bool = False,
+        completion: CompletionClaim | None = None,
     ) -> Artifact:
-        """Commit the row for a verified, published generation; drop the generation if deduplicated."""
+        """Commit the row for a verified, published generation; drop the generation if deduplicated.
+
+        The namespace quota is checked again inside the commit's transaction, atomically with it; with
+        ``completion``, the same transaction completes that upload (``MetadataRepository.commit_artifact``).
+        """
         try:
             await self.check_quota(caller.namespace, blob.size)
             head = await self._head(blob)
@@ -175,7 +183,13 @@ class ArtifactService:
                 metadata=metadata,
                 media=probe(mime, head),
             )
-            result = await self.repo.commit_artifact(blob=blob, artifact=new)
+            result = await self.repo.commit_artifact(
+                blob=blob,
+                artifact=new,
+                quota=self.settings.namespace_quota_bytes,
+                completion=completion,
+                now=self.clock(),
+            )
         except BaseException:
             # Nothing references this generation: remove it now rather than leave it to the orphan sweep.
             await self.blobs.delete(blob.key)

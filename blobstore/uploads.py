@@ -4,14 +4,24 @@ Chunk ``i`` covers bytes ``[i*chunk_size, (i+1)*chunk_size)``; only the last may
 in any order, in parallel, at any replica: the staging area lives in the blob store and the bookkeeping in the
 metadata, never in process memory. Completion is a compare-and-set from ``open`` to ``completing``, so exactly
 one caller joins the chunks; a second ``complete`` returns the same artifact.
+
+The completer holds a *completion lease* (owner id and expiry in the upload row) and renews it while it joins.
+A completion whose lease ran out belongs to a process that died: the next request that looks at the upload
+(complete, status, a chunk, abort, a tus ``HEAD`` or ``PATCH``) or the next cleanup run moves it back to
+``open``, and a ``complete`` then joins the chunks again. A server that holds the data-directory lock (SQLite)
+knows that a completion started by another lock holder is dead without waiting for its lease. The artifact is
+committed in the same transaction that moves the upload to ``completed``, and only while the lease is still
+the committer's, so a completer that lost its lease cannot add a second artifact.
 """
 
 from __future__ import annotations
 
+import logging
+import secrets
 import time
 from collections.abc import AsyncIterable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -33,6 +43,7 @@ from blobstore.errors import (
     UploadNotOpen,
 )
 from blobstore.ids import check_id, new_upload_id
+from blobstore.metadata.repository import CompletionClaim, CompletionLost
 from blobstore.models import Artifact, Caller, ChunkRecord, UploadSession, UploadState, UploadStatus
 from blobstore.storage.base import ChunkReceipt, ProgressCallback
 from blobstore.validation import validate_metadata, validate_mime, validate_name
@@ -40,7 +51,13 @@ from blobstore.validation import validate_metadata, validate_mime, validate_name
 if TYPE_CHECKING:
     from blobstore.service import ArtifactService
 
+logger = logging.getLogger("blobstore.uploads")
+
 COMPLETION_WAIT_SECONDS = 120.0
+"""How long a ``complete`` waits for another request's running completion before answering ``conflict``."""
+COMPLETION_POLL_SECONDS = 0.1
+LOCK_HOLDER = "L"
+"""Owner-id prefix of completions started by a process holding the data-directory lock."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +115,8 @@ class UploadManager:
     def __init__(self, service: ArtifactService) -> None:
         self.service = service
         self.settings = service.settings
+        self.instance = secrets.token_hex(8)
+        """This process's part of every completion owner id it writes."""
 
     # -- begin ---------------------------------------------------------------------------------------------
 
@@ -147,6 +166,7 @@ class UploadManager:
         now = svc.clock()
         if ttl_seconds is not None:
             svc.expiry_for(ttl_seconds, now)  # validate now, not at completion
+        # A cheap early refusal; the count that decides is taken again under a lock when the row is inserted.
         if await svc.repo.count_open_uploads(caller.namespace) >= self.settings.max_open_uploads:
             raise TooManyUploads(limit=self.settings.max_open_uploads)
         upload_id = new_upload_id()
@@ -170,7 +190,7 @@ class UploadManager:
             artifact_id=None,
         )
         try:
-            await svc.repo.create_upload(session)
+            await svc.repo.create_upload(session, max_open=self.settings.max_open_uploads)
         except BaseException:
             await svc.blobs.stage_abort(staging_ref)
             raise
@@ -182,10 +202,77 @@ class UploadManager:
     # -- lookups -------------------------------------------------------------------------------------------
 
     async def get(self, caller: Caller, upload_id: str) -> UploadSession:
+        """The upload, with an abandoned completion first rolled back to ``open``."""
         session = await self.service.repo.get_upload(caller.namespace, check_id(upload_id))
         if session is None:
             raise NotFound()
+        if session.state is UploadState.COMPLETING and await self.recover(session, actor=caller.actor):
+            session = await self.service.repo.get_upload(caller.namespace, session.id)
+            if session is None:
+                raise NotFound()
         return session
+
+    # -- completion leases ---------------------------------------------------------------------------------
+
+    @property
+    def lease(self) -> timedelta:
+        return timedelta(seconds=self.settings.completion_lease_seconds)
+
+    def _new_owner(self) -> str:
+        kind = LOCK_HOLDER if self.service.sole_server else "P"
+        return f"{kind}:{self.instance}:{secrets.token_hex(6)}"
+
+    def _owner_is_dead(self, owner: str | None) -> bool:
+        """True when ``owner`` is known dead without its lease running out: it held the data-directory lock
+        as another process, and this process holds that lock now."""
+        if owner is None or not self.service.sole_server:
+            return False
+        kind, _, rest = owner.partition(":")
+        return kind == LOCK_HOLDER and rest.partition(":")[0] != self.instance
+
+    def abandoned(self, session: UploadSession, now: datetime) -> bool:
+        """Whether ``session`` is ``completing`` under a completer that is gone."""
+        if session.state is not UploadState.COMPLETING:
+            return False
+        lease_until = session.completion_lease_until
+        return lease_until is None or lease_until <= now or self._owner_is_dead(session.completion_owner)
+
+    async def recover(self, session: UploadSession, *, actor: str) -> bool:
+        """Roll an abandoned completion of ``session`` back to ``open``; True when this call did.
+
+        The compare-and-set re-checks the owner (and, unless the owner is known dead, the expiry) in the
+        statement that writes, so a live completer that renewed its lease meanwhile keeps it.
+        """
+        svc = self.service
+        now = svc.clock()
+        if not self.abandoned(session, now):
+            return False
+        released = await svc.repo.release_completion(
+            session.id,
+            owner=session.completion_owner,
+            now=now,
+            expired_only=not self._owner_is_dead(session.completion_owner),
+        )
+        if released:
+            logger.warning("an abandoned completion went back to open (its completer stopped renewing)")
+            svc.audit.record(actor=actor, namespace=session.namespace, action="complete_recover", result="ok")
+        return released
+
+    async def _keep_lease(self, upload_id: str, owner: str) -> None:
+        """Renew ``owner``'s completion lease every quarter lease until cancelled or the lease is gone."""
+        svc = self.service
+        while True:
+            await anyio.sleep(self.lease.total_seconds() / 4)
+            try:
+                kept = await svc.repo.renew_completion(
+                    upload_id, owner=owner, lease_until=svc.clock() + self.lease
+                )
+            except Exception as exc:  # a database hiccup: the next beat tries again
+                logger.warning("could not renew a completion lease: %s", type(exc).__name__)
+                continue
+            if not kept:
+                # Taken over; the commit will find out (CompletionLost) and nothing is committed twice.
+                return
 
     async def open_session(self, caller: Caller, upload_id: str) -> UploadSession:
         session = await self.get(caller, upload_id)
@@ -269,48 +356,85 @@ class UploadManager:
     ) -> Artifact:
         svc = self.service
         started = time.monotonic()
-        session = await self.get(caller, upload_id)
+        deadline = started + COMPLETION_WAIT_SECONDS
         claimed = normalize_sha256(sha256) if sha256 is not None else None
-        if claimed and session.declared_sha256 and claimed != session.declared_sha256:
-            raise DigestMismatch("sha256 differs from the one declared when the upload began")
-        if session.state is UploadState.COMPLETED:
-            return await self._completed_artifact(caller, session)
-        if session.state is UploadState.COMPLETING:
-            return await self._wait_for_completion(caller, session)
-        await self.open_session(caller, upload_id)
-        now = svc.clock()
-        won = await svc.repo.transition_upload(
-            session.id, from_states=[UploadState.OPEN], to_state=UploadState.COMPLETING, now=now
-        )
-        if not won:
-            return await self.complete(caller, upload_id, sha256=sha256, progress=progress)
-        try:
-            artifact = await self._join(caller, session, claimed or session.declared_sha256, progress)
-        except BaseException as exc:
-            # Give the upload back to the client: it may resend chunks or abort.
-            with anyio.CancelScope(shield=True):
-                await svc.repo.transition_upload(
-                    session.id,
-                    from_states=[UploadState.COMPLETING],
-                    to_state=UploadState.OPEN,
-                    now=svc.clock(),
+        while True:
+            session = await self.get(caller, upload_id)  # rolls an abandoned completion back first
+            if claimed and session.declared_sha256 and claimed != session.declared_sha256:
+                raise DigestMismatch("sha256 differs from the one declared when the upload began")
+            if session.state is UploadState.COMPLETED:
+                return await self._completed_artifact(caller, session)
+            if session.state is UploadState.COMPLETING:
+                # Another request is joining the chunks: wait for its artifact, or for its lease to run out.
+                if time.monotonic() >= deadline:
+                    raise Conflict("completion is still in progress; retry later")
+                await anyio.sleep(COMPLETION_POLL_SECONDS)
+                continue
+            if session.state is UploadState.OPEN and session.expires_at <= svc.clock():
+                raise UploadNotOpen("upload has expired", state=UploadState.EXPIRED.value)
+            if session.state is not UploadState.OPEN:
+                raise UploadNotOpen(f"upload is {session.state.value}", state=session.state.value)
+            owner = self._new_owner()
+            now = svc.clock()
+            if not await svc.repo.begin_completion(
+                session.id, owner=owner, lease_until=now + self.lease, now=now
+            ):
+                continue  # another request won the compare-and-set: look again
+            try:
+                artifact = await self._complete_as(
+                    owner, caller, session, claimed or session.declared_sha256, progress
                 )
-            code = exc.code if isinstance(exc, BlobstoreError) else "internal"
-            svc.audit.record(actor=caller.actor, namespace=caller.namespace, action="complete", result=code)
+            except CompletionLost:
+                continue  # this request lost its lease to another completer: wait for that one's result
+            await svc.blobs.stage_abort(session.staging_ref)
+            svc._audit(caller, "complete", "ok", started, artifact=artifact)
+            return artifact
+
+    async def _complete_as(
+        self,
+        owner: str,
+        caller: Caller,
+        session: UploadSession,
+        sha256: str | None,
+        progress: ProgressCallback | None,
+    ) -> Artifact:
+        """Join and commit as completion ``owner``, renewing the lease meanwhile; on failure, give the upload
+        back to the client (``open``) so that it may resend chunks or abort."""
+        svc = self.service
+        try:
+            failure: BaseException | None = None
+            artifact: Artifact | None = None
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._keep_lease, session.id, owner)
+                try:
+                    claim = CompletionClaim(session.id, owner)
+                    artifact = await self._join(caller, session, sha256, progress, claim)
+                except BaseException as exc:  # re-raised below: the task group would wrap it in a group
+                    failure = exc
+                group.cancel_scope.cancel()
+            if failure is not None:
+                raise failure
+            assert artifact is not None
+            return artifact
+        except BaseException as exc:
+            with anyio.CancelScope(shield=True):
+                await svc.repo.release_completion(
+                    session.id, owner=owner, now=svc.clock(), expired_only=False
+                )
+            if not isinstance(exc, CompletionLost):
+                code = exc.code if isinstance(exc, BlobstoreError) else "internal"
+                svc.audit.record(
+                    actor=caller.actor, namespace=caller.namespace, action="complete", result=code
+                )
             raise
-        await svc.repo.transition_upload(
-            session.id,
-            from_states=[UploadState.COMPLETING],
-            to_state=UploadState.COMPLETED,
-            artifact_id=artifact.id,
-            now=svc.clock(),
-        )
-        await svc.blobs.stage_abort(session.staging_ref)
-        svc._audit(caller, "complete", "ok", started, artifact=artifact)
-        return artifact
 
     async def _join(
-        self, caller: Caller, session: UploadSession, sha256: str | None, progress: ProgressCallback | None
+        self,
+        caller: Caller,
+        session: UploadSession,
+        sha256: str | None,
+        progress: ProgressCallback | None,
+        claim: CompletionClaim,
     ) -> Artifact:
         svc = self.service
         chunks = await svc.repo.list_chunks(session.id)
@@ -333,23 +457,13 @@ class UploadManager:
             declared_mime=session.mime_type,
             expires_at=expires_at,
             metadata=session.metadata,
+            completion=claim,
         )
 
     async def _completed_artifact(self, caller: Caller, session: UploadSession) -> Artifact:
         if session.artifact_id is None:
             raise Conflict("upload completed without an artifact")
         return await self.service.get_artifact(caller, session.artifact_id)
-
-    async def _wait_for_completion(self, caller: Caller, session: UploadSession) -> Artifact:
-        deadline = time.monotonic() + COMPLETION_WAIT_SECONDS
-        while time.monotonic() < deadline:
-            await anyio.sleep(0.1)
-            current = await self.get(caller, session.id)
-            if current.state is UploadState.COMPLETED:
-                return await self._completed_artifact(caller, current)
-            if current.state is not UploadState.COMPLETING:
-                raise UploadNotOpen(f"upload is {current.state.value}", state=current.state.value)
-        raise Conflict("completion is still in progress; retry later")
 
     # -- abort ---------------------------------------------------------------------------------------------
 

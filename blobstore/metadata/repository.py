@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from blobstore.errors import Conflict, NotFound, StorageUnavailable
+from blobstore.errors import Conflict, NotFound, QuotaExceeded, StorageUnavailable, TooManyUploads
 from blobstore.metadata.engine import READ_ONLY, create_engine, create_sqlite_read_engine
 from blobstore.metadata.tables import (
     artifacts,
@@ -60,6 +60,20 @@ class CommitResult:
     blob: BlobRecord
     deduplicated: bool
     """True when the artifact was attached to an existing live blob: the caller deletes its new generation."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionClaim:
+    """The upload a commit completes, and the completion lease owner it must still be held by."""
+
+    upload_id: str
+    owner: str
+
+
+class CompletionLost(Conflict):
+    """The completion lease passed to another completer: this commit would duplicate its result."""
+
+    default_message = "another request took over this completion"
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +180,23 @@ class MetadataRepository:
 
     # -- artifacts -------------------------------------------------------------------------------------------
 
-    async def commit_artifact(self, *, blob: BlobInfo, artifact: NewArtifact) -> CommitResult:
+    async def commit_artifact(
+        self,
+        *,
+        blob: BlobInfo,
+        artifact: NewArtifact,
+        quota: int | None = None,
+        completion: CompletionClaim | None = None,
+        now: datetime | None = None,
+    ) -> CommitResult:
         """Record ``artifact`` over ``blob``'s content in one transaction, deduplicating onto a live blob.
+
+        With ``quota``, the namespace's usage is checked in the same transaction, serialised per namespace
+        (``BEGIN IMMEDIATE`` on SQLite, a transaction-scoped advisory lock on PostgreSQL), so concurrent
+        commits can never take it past the quota together: :class:`QuotaExceeded`. With ``completion``, the
+        upload moves from ``completing`` to ``completed`` in the same transaction, and only while ``owner``
+        still holds its completion lease (else :class:`CompletionLost` and nothing is committed): an artifact
+        exists exactly when its upload says ``completed``.
 
         The live blob is read ``FOR SHARE`` on PostgreSQL, which a GC claim's ``FOR UPDATE`` conflicts with,
         so a blob cannot be tombstoned between the dedup decision and the new reference; a blob a claim
@@ -176,7 +205,19 @@ class MetadataRepository:
         same guarantee from ``BEGIN IMMEDIATE``.
         """
         same_content = (blobs.c.sha256 == blob.sha256, blobs.c.size == blob.size, blobs.c.state == _LIVE)
+        moment = now if now is not None else artifact.created_at
         async with self._engine.begin() as conn:
+            if completion is not None:
+                await self._finish_completion(conn, completion, artifact.id, moment)
+            if quota is not None:
+                await self._lock_namespace(conn, "quota", artifact.namespace)
+                used = await conn.scalar(
+                    sa.select(sa.func.coalesce(sa.func.sum(artifacts.c.size), 0)).where(
+                        artifacts.c.namespace == artifact.namespace, _visible(moment)
+                    )
+                )
+                if int(used or 0) + blob.size > quota:
+                    raise QuotaExceeded(quota=quota, used=int(used or 0))
             for _ in range(_COMMIT_ATTEMPTS):
                 # Clear a pending GC mark first, by an exclusive row lock taken only when there is a mark:
                 # taking FOR SHARE first and then updating would deadlock two commits of the same content.
@@ -217,7 +258,39 @@ class MetadataRepository:
                     stored = await self._insert_artifact(conn, artifact, record)
                     return CommitResult(artifact=stored, blob=record, deduplicated=False)
                 # Another transaction committed a live blob with this digest after our SELECT; dedup onto it.
-        raise Conflict("concurrent commits of the same content kept conflicting; retry")
+            # Raised inside the transaction, so that it rolls back (the completion above included).
+            raise Conflict("concurrent commits of the same content kept conflicting; retry")
+
+    async def _finish_completion(
+        self, conn: AsyncConnection, claim: CompletionClaim, artifact_id: str, now: datetime
+    ) -> None:
+        finished = await conn.execute(
+            sa.update(uploads)
+            .where(
+                uploads.c.id == claim.upload_id,
+                uploads.c.state == UploadState.COMPLETING.value,
+                uploads.c.completion_owner == claim.owner,
+            )
+            .values(
+                state=UploadState.COMPLETED.value,
+                artifact_id=artifact_id,
+                completion_owner=None,
+                completion_lease_until=None,
+                updated_at=now,
+            )
+        )
+        if finished.rowcount != 1:
+            raise CompletionLost()
+
+    async def _lock_namespace(self, conn: AsyncConnection, purpose: str, namespace: str) -> None:
+        """Serialise the rest of this transaction with every other one that locks ``(purpose, namespace)``.
+
+        SQLite's ``BEGIN IMMEDIATE`` already serialises all writers; PostgreSQL takes a transaction-scoped
+        advisory lock, released at commit or rollback.
+        """
+        if self.dialect == "postgresql":
+            key = _advisory_key(f"{purpose}:{namespace}")
+            await conn.execute(sa.select(sa.func.pg_advisory_xact_lock(key)))
 
     async def _insert_artifact(
         self, conn: AsyncConnection, artifact: NewArtifact, blob: BlobRecord
@@ -386,8 +459,20 @@ class MetadataRepository:
 
     # -- uploads ---------------------------------------------------------------------------------------------
 
-    async def create_upload(self, session: UploadSession) -> None:
+    async def create_upload(self, session: UploadSession, *, max_open: int | None = None) -> None:
+        """Insert the session; with ``max_open``, only while the namespace has fewer open (or completing)
+        uploads, counted in the same transaction under a per-namespace lock (else :class:`TooManyUploads`).
+        """
         async with self._engine.begin() as conn:
+            if max_open is not None:
+                await self._lock_namespace(conn, "open-uploads", session.namespace)
+                count = await conn.scalar(
+                    sa.select(sa.func.count())
+                    .select_from(uploads)
+                    .where(uploads.c.namespace == session.namespace, uploads.c.state.in_(_OPEN_STATES))
+                )
+                if int(count or 0) >= max_open:
+                    raise TooManyUploads(limit=max_open)
             await conn.execute(
                 sa.insert(uploads).values(
                     id=session.id,
@@ -406,6 +491,8 @@ class MetadataRepository:
                     updated_at=session.updated_at,
                     expires_at=session.expires_at,
                     artifact_id=session.artifact_id,
+                    completion_owner=session.completion_owner,
+                    completion_lease_until=session.completion_lease_until,
                 )
             )
 
@@ -491,6 +578,8 @@ class MetadataRepository:
     ) -> bool:
         """Compare-and-set the upload's state; True only for the one caller whose update matched."""
         values: dict[str, Any] = {"state": to_state.value, "updated_at": now}
+        if to_state is not UploadState.COMPLETING:
+            values.update(completion_owner=None, completion_lease_until=None)
         if artifact_id is not None:
             values["artifact_id"] = artifact_id
         async with self._engine.begin() as conn:
@@ -500,6 +589,80 @@ class MetadataRepository:
                 .values(**values)
             )
         return result.rowcount == 1
+
+    async def begin_completion(
+        self, upload_id: str, *, owner: str, lease_until: datetime, now: datetime
+    ) -> bool:
+        """Move the upload from ``open`` to ``completing`` under a completion lease held by ``owner``; True
+        only for the one caller whose compare-and-set matched."""
+        async with self._engine.begin() as conn:
+            result = await conn.execute(
+                sa.update(uploads)
+                .where(uploads.c.id == upload_id, uploads.c.state == UploadState.OPEN.value)
+                .values(
+                    state=UploadState.COMPLETING.value,
+                    completion_owner=owner,
+                    completion_lease_until=lease_until,
+                    updated_at=now,
+                )
+            )
+        return result.rowcount == 1
+
+    async def renew_completion(self, upload_id: str, *, owner: str, lease_until: datetime) -> bool:
+        """Extend ``owner``'s completion lease; False when the upload is no longer completing under it."""
+        async with self._engine.begin() as conn:
+            result = await conn.execute(
+                sa.update(uploads)
+                .where(
+                    uploads.c.id == upload_id,
+                    uploads.c.state == UploadState.COMPLETING.value,
+                    uploads.c.completion_owner == owner,
+                )
+                .values(completion_lease_until=lease_until)
+            )
+        return result.rowcount == 1
+
+    async def release_completion(
+        self, upload_id: str, *, owner: str | None, now: datetime, expired_only: bool
+    ) -> bool:
+        """Move a ``completing`` upload held by ``owner`` back to ``open``; True when it did.
+
+        The owner itself releases after a failed join (``expired_only=False``). Anyone may release a
+        completion whose lease ran out before ``now`` (``expired_only=True``): its completer stopped renewing,
+        and a live completer that renewed in the meantime keeps it, because the condition is checked by the
+        same statement that writes.
+        """
+        owned = uploads.c.completion_owner.is_(None) if owner is None else uploads.c.completion_owner == owner
+        conditions = [uploads.c.id == upload_id, uploads.c.state == UploadState.COMPLETING.value, owned]
+        if expired_only:
+            conditions.append(
+                sa.or_(
+                    uploads.c.completion_lease_until.is_(None),
+                    uploads.c.completion_lease_until <= now,
+                )
+            )
+        async with self._engine.begin() as conn:
+            result = await conn.execute(
+                sa.update(uploads)
+                .where(*conditions)
+                .values(
+                    state=UploadState.OPEN.value,
+                    completion_owner=None,
+                    completion_lease_until=None,
+                    updated_at=now,
+                )
+            )
+        return result.rowcount == 1
+
+    async def list_completing_uploads(self, *, after_id: str, limit: int) -> list[UploadSession]:
+        """A keyset page (by id) of the uploads in ``completing``, whatever their lease."""
+        rows = await self._all(
+            sa.select(uploads)
+            .where(uploads.c.state == UploadState.COMPLETING.value, uploads.c.id > after_id)
+            .order_by(uploads.c.id)
+            .limit(limit)
+        )
+        return [_upload(row._mapping) for row in rows]
 
     async def extend_upload(self, upload_id: str, *, expires_at: datetime) -> bool:
         async with self._engine.begin() as conn:
@@ -951,6 +1114,8 @@ def _upload(row: Mapping[Any, Any]) -> UploadSession:
         updated_at=row["updated_at"],
         expires_at=row["expires_at"],
         artifact_id=row["artifact_id"],
+        completion_owner=row["completion_owner"],
+        completion_lease_until=row["completion_lease_until"],
     )
 
 
