@@ -28,6 +28,14 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
 
+    def advance_past_storage(self, seconds: float) -> None:
+        """Move ``seconds`` past the later of this clock and the real time.
+
+        Storage listings carry the storage server's real modification times, which on a loaded machine can be
+        seconds later than when this clock was started: ages measured against them must start from now.
+        """
+        self.now = max(self.now, datetime.now(UTC)) + timedelta(seconds=seconds)
+
 
 async def chunks_of(data: bytes, size: int = 3000) -> AsyncIterator[bytes]:
     for start in range(0, len(data), size):

@@ -85,7 +85,7 @@ async def test_staging_without_a_session_is_freed_only_after_the_grace_period(
     report = await run_cleanup(service, steps=["uploads"])
     assert "staging_leftovers" not in report.step("uploads").details
     assert leftover in await staging_refs(service)
-    clock.advance(GRACE + 1)
+    clock.advance_past_storage(GRACE + 1)
     report = await run_cleanup(service, steps=["uploads"])
     assert report.step("uploads").details["staging_leftovers"] == 1
     assert await staging_refs(service) == {kept.staging_ref}
@@ -101,7 +101,7 @@ async def test_orphan_objects_are_swept_after_the_grace_period_and_live_ones_nev
     assert report.step("orphans").items == 0
     assert orphan.key in await storage_keys(service)
 
-    clock.advance(GRACE + 1)
+    clock.advance_past_storage(GRACE + 1)
     report = await run_cleanup(service, steps=["orphans"])
     assert report.step("orphans").items == 1
     assert report.step("orphans").bytes == len(b"orphan" * 50)
