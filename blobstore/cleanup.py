@@ -171,7 +171,8 @@ class Cleanup:
         }
         for step in STEPS:
             if step in steps:
-                result = await runners[step]()
+                # Each step is idempotent, so on a full disk it may run again with the reserve's room.
+                result = await self.repo.freeing(runners[step])
                 if self.progress is not None:
                     self.progress.step_finished(step)
                 logger.info(
@@ -183,6 +184,8 @@ class Cleanup:
                     result.details,
                 )
                 report.steps.append(result)
+        if not self.dry_run:
+            await self.repo.keep_reserve()
         return report
 
     async def _due(self, now: datetime) -> dict[str, int]:

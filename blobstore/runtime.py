@@ -40,8 +40,12 @@ async def open_service(
                 stack.enter_context(DataDirLock(settings.data_dir))
         if migrate if migrate is not None else settings.is_embedded:
             await upgrade_async(settings.resolved_database_url)
-        repo = await MetadataRepository.open(settings.resolved_database_url)
+        repo = await MetadataRepository.open(
+            settings.resolved_database_url, reserve_bytes=settings.disk_reserve_bytes, owns_reserve=server
+        )
         try:
+            if server and not await repo.keep_reserve():
+                logger.warning("the disk reserve could not be allocated in full: the disk is nearly full")
             blobs = open_blob_store(
                 settings.resolved_storage_url,
                 s3_endpoint_url=settings.s3_endpoint_url,

@@ -30,6 +30,7 @@ from blobstore.digests import (
     normalize_sha256,
     normalize_xxh3,
 )
+from blobstore.diskspace import check_free
 from blobstore.errors import (
     ChunkConflict,
     Conflict,
@@ -318,8 +319,10 @@ class LocalBlobStore:
         return sorted(found, key=lambda item: item[0])
 
     async def check(self) -> None:
+        """Unavailable when the directories are not writable, full when their file system is (readiness)."""
         if not await self._run(self._is_writable):
             raise StorageUnavailable()
+        await self._run(check_free, self.root)
 
     def _is_writable(self) -> bool:
         return all(os.access(path, os.W_OK | os.X_OK) for path in (self.root, self._tmp, self._staging))
