@@ -144,10 +144,10 @@ def resource_error(exc: BaseException) -> BlobstoreError | None:
     :class:`StorageUnavailable`, a condition that clears by itself. Anything else: None.
     """
     sqlite_code = getattr(exc, "sqlite_errorcode", None)
-    if isinstance(sqlite_code, int) and (
-        sqlite_code & 0xFF == SQLITE_FULL or sqlite_code == SQLITE_IOERR_SHMSIZE
-    ):
-        return StorageFull("the metadata database is out of space")
+    if isinstance(sqlite_code, int):
+        if sqlite_code & 0xFF == SQLITE_FULL or sqlite_code == SQLITE_IOERR_SHMSIZE:
+            return StorageFull("the metadata database is out of space")
+        return None
     sqlstate = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
     text = str(exc).lower()
     if sqlstate == PG_DISK_FULL or any(message in text for message in _FULL_MESSAGES):
