@@ -382,9 +382,11 @@ class Cleanup:
                     self._advance("orphans")
             if not self.dry_run:
                 # An interrupted put or join may have run as long as an upload may live (S3 multipart uploads
-                # are dated by their start, not their last part).
+                # are dated by their start, not their last part). Local temp files tell whether their writer
+                # still lives, so those of dead writers go once the grace has passed.
                 longest_write = max(self.grace, timedelta(seconds=self.service.settings.upload_ttl_seconds))
-                result.add("temp_files", await self.blobs.sweep_temp(now - longest_write))
+                swept = await self.blobs.sweep_temp(now - longest_write, abandoned_before=now - self.grace)
+                result.add("temp_files", swept)
         return result
 
     async def _without_rows(self, objects: Sequence[StoredObject]) -> list[StoredObject]:
