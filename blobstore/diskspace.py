@@ -78,6 +78,21 @@ class SpaceReserve:
         self._owed = 0
         return True
 
+    def release_if_full(self) -> int:
+        """Release the reserve when its file system is full, so that a process can open its SQLite database
+        there at all (the write-ahead log and its index are created on first use); the bytes released."""
+        try:
+            if free_bytes(self.path.parent) >= MIN_FREE_BYTES:
+                return 0
+        except FileNotFoundError:
+            return 0
+        released = self.release()
+        if released:
+            logger.warning(
+                "the data directory is full: released the %d-byte disk reserve to open it", released
+            )
+        return released
+
     def release(self) -> int:
         """Hand the reserve's space back to the file system; the bytes released (0 when there were none)."""
         try:

@@ -21,7 +21,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from blobstore.diskspace import RESERVE_FILE_NAME, SpaceReserve, check_free
+from blobstore.diskspace import SpaceReserve, check_free
 from blobstore.errors import BlobstoreError, Conflict, NotFound, StorageFull, StorageUnavailable
 from blobstore.metadata.engine import READ_ONLY, create_engine, create_sqlite_read_engine
 from blobstore.metadata.tables import (
@@ -133,16 +133,8 @@ class MetadataRepository:
         self._reserve = reserve
 
     @classmethod
-    async def open(
-        cls, database_url: str, *, reserve_bytes: int = 0, owns_reserve: bool = False
-    ) -> MetadataRepository:
-        """The repository over ``database_url``. On a SQLite file, ``disk.reserve`` beside the database file
-        is the disk reserve that :meth:`freeing` releases (see :mod:`blobstore.diskspace`); a server
-        (``owns_reserve``) keeps it at ``reserve_bytes``, other processes only release and restore it."""
-        reserve = None
-        database = _sqlite_file(database_url)
-        if database is not None and reserve_bytes > 0:
-            reserve = SpaceReserve(database.parent / RESERVE_FILE_NAME, reserve_bytes, owner=owns_reserve)
+    async def open(cls, database_url: str, *, reserve: SpaceReserve | None = None) -> MetadataRepository:
+        """The repository over ``database_url``; ``reserve`` is the disk reserve :meth:`freeing` releases."""
         return cls(
             create_engine(database_url), sync_reader=create_sqlite_read_engine(database_url), reserve=reserve
         )
@@ -192,7 +184,7 @@ class MetadataRepository:
             raise
         except (sa.exc.SQLAlchemyError, OSError) as exc:
             raise StorageUnavailable("metadata database is unavailable") from exc
-        database = _sqlite_file(self._engine.url)
+        database = sqlite_file(self._engine.url)
         if database is not None:
             await self.keep_reserve()
             await anyio.to_thread.run_sync(check_free, database.parent)
@@ -927,7 +919,8 @@ class MetadataRepository:
         return sqlite.insert(table)
 
 
-def _sqlite_file(database_url: str | sa.URL) -> Path | None:
+def sqlite_file(database_url: str | sa.URL) -> Path | None:
+    """The database file of a SQLite URL; None for PostgreSQL and in-memory SQLite."""
     url = make_url(database_url)
     if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
         return None

@@ -198,3 +198,37 @@ async def test_a_full_disk_is_507_everywhere_reads_go_on_and_delete_and_cleanup_
         assert (await http.post("/v1/uploads", json={"name": "n.bin", "size": 10})).status_code == 201
     token_ok = run_cli(["token", "create", "--namespace", "ops", "--scopes", "read"], admin_env)
     assert token_ok.returncode == 0, token_ok.stderr
+
+
+async def test_a_server_restarted_on_a_full_disk_serves_reads_and_cleanup_runs_with_it_stopped(
+    full_disk_server: Server, tmp_path: Path
+) -> None:
+    server = full_disk_server
+    data_dir = server.data_dir
+    admin_env = {**cli_env(tmp_path, server.url), "BLOBSTORE_DATA_DIR": str(data_dir)}
+    kept = os.urandom(3000)
+    async with httpx.AsyncClient(base_url=server.url, timeout=60) as http:
+        doomed = await http.post(
+            "/v1/artifacts", params={"name": "doomed.bin"}, content=os.urandom(ARTIFACT_SIZE)
+        )
+        stored = await http.post("/v1/artifacts", params={"name": "kept.bin"}, content=kept)
+        assert (doomed.status_code, stored.status_code) == (201, 201)
+        assert (await http.delete(f"/v1/artifacts/{doomed.json()['id']}")).status_code == 204
+    stop_server(server)
+    fill(data_dir / "filler")
+
+    again = start_server(tmp_path, env={"BLOBSTORE_DISK_RESERVE_BYTES": str(RESERVE)})
+    try:
+        async with httpx.AsyncClient(base_url=again.url, timeout=60) as http:
+            read = await http.get(f"/v1/artifacts/{stored.json()['id']}/content")
+            assert (read.status_code, read.content == kept) == (200, True)
+            ready = await http.get("/readyz")
+            assert (ready.status_code, ready.json()["status"]) == (200, "storage_full"), ready.text
+    finally:
+        stop_server(again)
+
+    cleaned = run_cli(["cleanup", "--grace", "0", "--json"], admin_env)
+    assert cleaned.returncode == 0, cleaned.stderr
+    blobs_step = next(step for step in json.loads(cleaned.stdout)["steps"] if step["step"] == "blobs")
+    assert (blobs_step["items"], blobs_step["bytes"]) == (1, ARTIFACT_SIZE)
+    assert len(blob_files(data_dir)) == 1
