@@ -123,6 +123,11 @@ async def test_a_full_disk_is_507_everywhere_reads_go_on_and_delete_and_cleanup_
         tus_created = await http.post("/tus/", headers={**TUS, "Upload-Length": str(2 * CHUNK)})
         assert tus_created.status_code == 201, tus_created.text
         tus_location = tus_created.headers["location"]
+        dropped = await http.post(
+            "/v1/uploads", json={"name": "d.bin", "size": 2 * CHUNK, "chunk_size": CHUNK}
+        )
+        dropped_id = dropped.json()["upload_id"]
+        assert (await http.put(f"/v1/uploads/{dropped_id}/chunks/0", content=chunk)).status_code == 200
         assert (await http.get("/readyz")).json()["status"] == "ok"
 
         fill(data_dir / "filler")
@@ -168,6 +173,9 @@ async def test_a_full_disk_is_507_everywhere_reads_go_on_and_delete_and_cleanup_
         assert "storage_full" in upload
 
         # The way out, while the disk is still full: delete, then cleanup with no grace.
+        aborted = await http.delete(f"/v1/uploads/{dropped_id}")
+        assert aborted.status_code == 204, aborted.text
+        assert not (data_dir / "blobs" / "staging" / dropped_id).exists()
         deleted = await http.delete(f"/v1/artifacts/{artifact_id}")
         assert deleted.status_code == 204, deleted.text
         assert (await http.get(f"/v1/artifacts/{artifact_id}")).status_code == 404
