@@ -318,7 +318,9 @@ class Cleanup:
     async def sweep_blobs(self) -> StepResult:
         result = StepResult("blobs")
         now = self.service.clock()
-        older_than = now - self.grace
+        # Marks carry ``now`` and "unreferenced since before" is strict, so with no grace at all the cut is a
+        # tick later: what this run marks is due in this run (``cleanup --grace 0`` frees in one go).
+        older_than = now - self.grace if self.grace else now + timedelta(microseconds=1)
         due = await self._due(now)
         self._started("blobs", due.get("blobs_due"))
         if self.dry_run:

@@ -685,7 +685,7 @@ class MetadataRepository:
         """
         candidates = (
             sa.select(blobs.c.id)
-            .where(blobs.c.state == _LIVE, blobs.c.unreferenced_since <= older_than)
+            .where(blobs.c.state == _LIVE, blobs.c.unreferenced_since < older_than)
             .order_by(blobs.c.unreferenced_since, blobs.c.id)
             .limit(limit)
         )
@@ -804,7 +804,7 @@ class MetadataRepository:
             unreferenced_row = (await conn.execute(sa.select(*count_size).where(unreferenced))).one()
             due_row = (
                 await conn.execute(
-                    sa.select(*count_size).where(unreferenced, blobs.c.unreferenced_since <= older_than)
+                    sa.select(*count_size).where(unreferenced, blobs.c.unreferenced_since < older_than)
                 )
             ).one()
             tombstoned = sa.select(*count_size).where(blobs.c.state == _TOMBSTONED)
