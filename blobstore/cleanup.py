@@ -171,7 +171,8 @@ class Cleanup:
         }
         for step in STEPS:
             if step in steps:
-                result = await runners[step]()
+                # Each step is idempotent, so on a full disk it may run again with the reserve's room.
+                result = await self.repo.freeing(runners[step])
                 if self.progress is not None:
                     self.progress.step_finished(step)
                 logger.info(
@@ -183,6 +184,8 @@ class Cleanup:
                     result.details,
                 )
                 report.steps.append(result)
+        if not self.dry_run:
+            await self.repo.keep_reserve()
         return report
 
     async def _due(self, now: datetime) -> dict[str, int]:
@@ -332,7 +335,9 @@ class Cleanup:
     async def sweep_blobs(self) -> StepResult:
         result = StepResult("blobs")
         now = self.service.clock()
-        older_than = now - self.grace
+        # Marks carry ``now`` and "unreferenced since before" is strict, so with no grace at all the cut is a
+        # tick later: what this run marks is due in this run (``cleanup --grace 0`` frees in one go).
+        older_than = now - self.grace if self.grace else now + timedelta(microseconds=1)
         due = await self._due(now)
         self._started("blobs", due.get("blobs_due"))
         if self.dry_run:
@@ -396,9 +401,11 @@ class Cleanup:
                     self._advance("orphans")
             if not self.dry_run:
                 # An interrupted put or join may have run as long as an upload may live (S3 multipart uploads
-                # are dated by their start, not their last part).
+                # are dated by their start, not their last part). Local temp files tell whether their writer
+                # still lives, so those of dead writers go once the grace has passed.
                 longest_write = max(self.grace, timedelta(seconds=self.service.settings.upload_ttl_seconds))
-                result.add("temp_files", await self.blobs.sweep_temp(now - longest_write))
+                swept = await self.blobs.sweep_temp(now - longest_write, abandoned_before=now - self.grace)
+                result.add("temp_files", swept)
         return result
 
     async def _without_rows(self, objects: Sequence[StoredObject]) -> list[StoredObject]:

@@ -83,6 +83,9 @@ class Settings(BaseSettings):
     log_level: str = "info"
     audit_log: Path | None = None
     """File for audit JSON lines; default: the ``blobstore.audit`` logger (stderr)."""
+    disk_reserve_bytes: int = Field(default=16 * MiB, ge=0)
+    """Space a server keeps allocated beside its SQLite database (``disk.reserve``) and releases when a full
+    disk would stop a delete or a cleanup step; 0 keeps none."""
 
     # Browsers.
     cors_origins: Annotated[tuple[str, ...], NoDecode] = ()

@@ -6,11 +6,14 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
+import anyio.to_thread
+
 from blobstore.audit import AuditLog
 from blobstore.config import Settings
+from blobstore.diskspace import RESERVE_FILE_NAME, SpaceReserve
 from blobstore.metadata.lock import DataDirLock
 from blobstore.metadata.migrate import upgrade_async
-from blobstore.metadata.repository import MetadataRepository
+from blobstore.metadata.repository import MetadataRepository, sqlite_file
 from blobstore.service import ArtifactService
 from blobstore.storage import open_blob_store
 
@@ -21,6 +24,14 @@ def prepare_data_dir(settings: Settings) -> None:
     """Create the data directory 0700 (it holds the SQLite file and, by default, the blobs)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     settings.data_dir.chmod(0o700)
+
+
+def disk_reserve(settings: Settings, *, server: bool) -> SpaceReserve | None:
+    """The disk reserve beside a SQLite database (see :mod:`blobstore.diskspace`); a server owns it."""
+    database = sqlite_file(settings.resolved_database_url)
+    if database is None or settings.disk_reserve_bytes <= 0:
+        return None
+    return SpaceReserve(database.parent / RESERVE_FILE_NAME, settings.disk_reserve_bytes, owner=server)
 
 
 @contextlib.asynccontextmanager
@@ -40,10 +51,17 @@ async def open_service(
             if server:
                 stack.enter_context(DataDirLock(settings.data_dir))
                 sole_server = True
+        reserve = disk_reserve(settings, server=server)
+        # On a full disk SQLite cannot even open (it creates its write-ahead log and index): make room first.
+        released = await anyio.to_thread.run_sync(reserve.release_if_full) if reserve is not None else 0
         if migrate if migrate is not None else settings.is_embedded:
             await upgrade_async(settings.resolved_database_url)
-        repo = await MetadataRepository.open(settings.resolved_database_url)
+        repo = await MetadataRepository.open(settings.resolved_database_url, reserve=reserve)
         try:
+            # After a release the room is the database's until its connections are open: the readiness
+            # probe tops the reserve up from then on.
+            if server and not released and not await repo.keep_reserve():
+                logger.warning("the disk reserve could not be allocated in full: the disk is nearly full")
             blobs = open_blob_store(
                 settings.resolved_storage_url,
                 s3_endpoint_url=settings.s3_endpoint_url,

@@ -272,7 +272,9 @@ class ArtifactService:
 
     async def delete_artifact(self, caller: Caller, artifact_id: str) -> Artifact:
         started = time.monotonic()
-        deleted = await self.repo.delete_artifact(caller.namespace, check_id(artifact_id))
+        artifact_id = check_id(artifact_id)
+        # Deleting is how space is freed, so it must get through on a full disk (the reserve makes room).
+        deleted = await self.repo.freeing(lambda: self.repo.delete_artifact(caller.namespace, artifact_id))
         if deleted is None:
             raise NotFound()
         self._audit(caller, "delete", "ok", started, artifact=deleted)

@@ -472,8 +472,11 @@ class UploadManager:
         session = await self.get(caller, upload_id)
         if session.state is UploadState.ABORTED:
             return
-        won = await svc.repo.transition_upload(
-            session.id, from_states=[UploadState.OPEN], to_state=UploadState.ABORTED, now=svc.clock()
+        # Aborting frees staged chunks, so like a delete it gets through on a full disk.
+        won = await svc.repo.freeing(
+            lambda: svc.repo.transition_upload(
+                session.id, from_states=[UploadState.OPEN], to_state=UploadState.ABORTED, now=svc.clock()
+            )
         )
         if not won:
             current = await self.get(caller, upload_id)

@@ -9,7 +9,8 @@ text plus a
 
 Failures the model can act on (bad arguments, missing chunks, expired uploads, unknown artifacts) are tool
 execution errors (``isError`` with ``structuredContent.error.code``), not protocol errors, so the model sees
-them.
+them. Failures of the server itself (``storage_full``, ``storage_unavailable``, ``corruption``, ``internal``)
+are ``-32603`` JSON-RPC errors with ``data.reason``, as everywhere else on the MCP edge.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Final
 from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     CallToolRequestParams,
     CallToolResult,
@@ -40,7 +42,7 @@ from blobstore.auth import require_scope
 from blobstore.errors import BlobstoreError, InvalidRequest, LimitExceeded
 from blobstore.models import Caller, Scope, UploadSession
 from mcp_resources.content import human_size, resource_link_for
-from mcp_resources.errors import error_data, to_mcp_error
+from mcp_resources.errors import error_data, jsonrpc_code, to_mcp_error
 from mcp_resources.resources import CallerResolver, StoreResources
 from mcp_resources.uris import WINDOW_META_KEY, parse_store_uri, window_uri
 
@@ -236,6 +238,8 @@ class StoreTools:
             caller = require_scope(self.caller_for(ctx), TOOL_SCOPES[params.name])
             return await handler(ctx, caller, args)
         except BlobstoreError as exc:
+            if jsonrpc_code(exc.code) == INTERNAL_ERROR:
+                raise to_mcp_error(exc) from None
             return self._failure(exc)
         except MCPError:
             raise

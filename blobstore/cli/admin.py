@@ -236,7 +236,7 @@ def migrate_command(data_dir: str | None, database_url: str | None) -> None:
         before = current_revision(url)
         upgrade(url)
         after = current_revision(url)
-    except OSError as exc:
+    except (BlobstoreError, OSError) as exc:
         fail(describe_error(exc))
     if before == after:
         click.echo(f"database already at revision {after}")

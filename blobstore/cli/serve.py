@@ -20,6 +20,7 @@ from blobstore.cli import main
 from blobstore.cli.common import data_dir_option, describe_error, fail, settings_from
 from blobstore.config import Settings
 from blobstore.errors import BlobstoreError
+from blobstore.runtime import disk_reserve
 
 SERVERS: Final = ("granian", "uvicorn", "hypercorn")
 DEFAULT_SERVER: Final = "granian"
@@ -144,7 +145,10 @@ def serve(
         cleanup_interval_seconds=cleanup_interval,
         cors_origins=cors_origins,
     )
+    reserve = disk_reserve(settings, server=True)
     try:
+        if reserve is not None:
+            reserve.release_if_full()
         tokens = anyio.run(count_active_tokens, settings)
     except (BlobstoreError, OSError, SQLAlchemyError) as exc:
         fail(f"cannot read the tokens from the metadata database: {describe_error(exc)}")

@@ -5,6 +5,11 @@ pattern in SQLAlchemy's SQLite documentation), so every transaction is ``BEGIN I
 write lock up front and queue on ``busy_timeout`` instead of failing with "database is locked" half-way
 through. A reader that opts in with :data:`READ_ONLY` gets a deferred ``BEGIN``, so reads never wait for a
 writer (WAL).
+
+Both engines translate "out of space" from the database into the error catalogue's ``storage_full`` (and other
+resource exhaustion into ``storage_unavailable``) where the error arises, so no caller sees a driver error for
+a full disk: SQLite's ``SQLITE_FULL`` ("database or disk is full"), PostgreSQL's SQLSTATE class 53
+(``53100 disk_full``: "could not extend file", "No space left on device").
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from blobstore.errors import BlobstoreError, StorageFull, StorageUnavailable
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 """How long a writer waits for the SQLite write lock before the statement fails."""
@@ -45,9 +52,12 @@ def create_engine(database_url: str, **kwargs: Any) -> AsyncEngine:
             _create_private_file(Path(url.database))
         engine = create_async_engine(url, **kwargs)
         _configure_sqlite(engine)
+        _translate_resource_errors(engine.sync_engine)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
-    return create_async_engine(url, **kwargs)
+    engine = create_async_engine(url, **kwargs)
+    _translate_resource_errors(engine.sync_engine)
+    return engine
 
 
 def create_sqlite_read_engine(database_url: str) -> sa.Engine | None:
@@ -116,3 +126,45 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
             conn.exec_driver_sql("BEGIN")
         else:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+SQLITE_FULL = 13
+SQLITE_IOERR_SHMSIZE = 10 | (19 << 8)
+"""The shared-memory index of a WAL database could not be grown: the file system is full."""
+PG_DISK_FULL = "53100"
+PG_INSUFFICIENT_RESOURCES = "53"
+_FULL_MESSAGES = ("database or disk is full", "no space left on device", "could not extend file")
+
+
+def resource_error(exc: BaseException) -> BlobstoreError | None:
+    """The catalogue error for a driver error that means the database is out of space or resources.
+
+    ``exc`` is the DBAPI exception (sqlite3 or asyncpg through SQLAlchemy's adapter). Out of space is
+    :class:`StorageFull`; the rest of PostgreSQL's class 53 (out of memory, too many connections) is
+    :class:`StorageUnavailable`, a condition that clears by itself. Anything else: None.
+    """
+    sqlite_code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(sqlite_code, int):
+        if sqlite_code & 0xFF == SQLITE_FULL or sqlite_code == SQLITE_IOERR_SHMSIZE:
+            return StorageFull("the metadata database is out of space")
+        return None
+    sqlstate = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
+    text = str(exc).lower()
+    if sqlstate == PG_DISK_FULL or any(message in text for message in _FULL_MESSAGES):
+        return StorageFull("the metadata database is out of space")
+    if isinstance(sqlstate, str) and sqlstate.startswith(PG_INSUFFICIENT_RESOURCES):
+        return StorageUnavailable("the metadata database is out of resources")
+    return None
+
+
+def _translate_resource_errors(engine: sa.Engine) -> None:
+    @sa.event.listens_for(engine, "handle_error")
+    def _on_error(context: ExceptionContext) -> None:
+        original = context.original_exception
+        translated = resource_error(original)
+        if translated is None:
+            translated = resource_error(original.__cause__) if original.__cause__ is not None else None
+        if translated is not None:
+            # Raised here, SQLAlchemy still cleans up (rollback, connection invalidation) and then lets this
+            # error propagate instead of its own wrapper; the driver error stays the cause, for debugging.
+            raise translated from original

@@ -10,6 +10,7 @@ only there to name the holder.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from pathlib import Path
@@ -60,8 +61,7 @@ class DataDirLock:
             raise
         try:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-            os.fsync(fd)
+            _write_pid(fd)
         except BaseException:
             os.close(fd)
             raise
@@ -88,6 +88,18 @@ class DataDirLock:
         tb: TracebackType | None,
     ) -> None:
         self.release()
+
+
+def _write_pid(fd: int) -> None:
+    """Name the holder in the file. On a full disk the file stays empty: the lock is what counts, and a
+    server must still start there to serve reads and let an operator free space."""
+    try:
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        os.ftruncate(fd, 0)
 
 
 def _read_pid(fd: int) -> int | None:

@@ -8,17 +8,29 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 import anyio
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from blobstore.errors import Conflict, NotFound, QuotaExceeded, StorageUnavailable, TooManyUploads
+from blobstore.diskspace import SpaceReserve, check_free
+from blobstore.errors import (
+    BlobstoreError,
+    Conflict,
+    NotFound,
+    QuotaExceeded,
+    StorageFull,
+    StorageUnavailable,
+    TooManyUploads,
+)
 from blobstore.metadata.engine import READ_ONLY, create_engine, create_sqlite_read_engine
 from blobstore.metadata.tables import (
     artifacts,
@@ -39,6 +51,10 @@ from blobstore.models import (
     UploadState,
 )
 from blobstore.storage.base import BlobInfo
+
+T = TypeVar("T")
+
+logger = logging.getLogger("blobstore.metadata")
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,15 +141,25 @@ class MetadataRepository:
     WAL mode never wait for a writer.
     """
 
-    def __init__(self, engine: AsyncEngine, *, sync_reader: sa.Engine | None = None) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        sync_reader: sa.Engine | None = None,
+        reserve: SpaceReserve | None = None,
+    ) -> None:
         self._engine = engine
         self._reader = engine.execution_options(**{READ_ONLY: True})
         self._sync_reader = sync_reader
         self._sync_limiter = anyio.CapacityLimiter(8)
+        self._reserve = reserve
 
     @classmethod
-    async def open(cls, database_url: str) -> MetadataRepository:
-        return cls(create_engine(database_url), sync_reader=create_sqlite_read_engine(database_url))
+    async def open(cls, database_url: str, *, reserve: SpaceReserve | None = None) -> MetadataRepository:
+        """The repository over ``database_url``; ``reserve`` is the disk reserve :meth:`freeing` releases."""
+        return cls(
+            create_engine(database_url), sync_reader=create_sqlite_read_engine(database_url), reserve=reserve
+        )
 
     async def close(self) -> None:
         await self._engine.dispose()
@@ -171,12 +197,53 @@ class MetadataRepository:
         return self._engine.dialect.name
 
     async def check(self) -> None:
-        """Raise :class:`StorageUnavailable` unless the database answers a query (readiness probe)."""
+        """Raise :class:`StorageUnavailable` unless the database answers a query, :class:`StorageFull` when a
+        SQLite database's file system is full (readiness probe). Tops the disk reserve up on the way."""
         try:
             async with self._reader.connect() as conn:
                 await conn.execute(sa.select(1))
+        except BlobstoreError:
+            raise
         except (sa.exc.SQLAlchemyError, OSError) as exc:
             raise StorageUnavailable("metadata database is unavailable") from exc
+        database = sqlite_file(self._engine.url)
+        if database is not None:
+            await self.keep_reserve()
+            await anyio.to_thread.run_sync(check_free, database.parent)
+
+    # -- the disk reserve ------------------------------------------------------------------------------------
+
+    async def keep_reserve(self) -> bool:
+        """Allocate the disk reserve (SQLite) as far as there is room; True when whole or when none."""
+        if self._reserve is None:
+            return True
+        try:
+            return await anyio.to_thread.run_sync(self._reserve.ensure)
+        except OSError as exc:
+            logger.warning("cannot allocate the disk reserve: %s", exc.strerror)
+            return False
+
+    async def freeing(self, work: Callable[[], Awaitable[T]]) -> T:
+        """Run ``work``, a step that frees space (a delete, a cleanup step), even when the disk is full.
+
+        When it fails with :class:`StorageFull`, the disk reserve is released and ``work`` runs once more with
+        that room; afterwards the reserve is allocated again as far as there is room. ``work`` must be safe
+        to repeat (each delete and cleanup step is idempotent).
+        """
+        try:
+            return await work()
+        except StorageFull:
+            reserve = self._reserve
+            if reserve is None:
+                raise
+            released = await anyio.to_thread.run_sync(reserve.release)
+            if not released:
+                raise
+        logger.warning("the data directory is full: released the %d-byte disk reserve for a delete", released)
+        try:
+            return await work()
+        finally:
+            await self.keep_reserve()
 
     # -- artifacts -------------------------------------------------------------------------------------------
 
@@ -1039,6 +1106,14 @@ class MetadataRepository:
         if self.dialect == "postgresql":
             return postgresql.insert(table)
         return sqlite.insert(table)
+
+
+def sqlite_file(database_url: str | sa.URL) -> Path | None:
+    """The database file of a SQLite URL; None for PostgreSQL and in-memory SQLite."""
+    url = make_url(database_url)
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return None
+    return Path(url.database)
 
 
 def _visible(now: datetime) -> sa.ColumnElement[bool]:

@@ -167,9 +167,11 @@ class BlobStore(Protocol):
         """Staging areas present in the backend, with their last modification time (for leftover sweeps)."""
         ...
 
-    async def sweep_temp(self, older_than: datetime) -> int:
+    async def sweep_temp(self, older_than: datetime, *, abandoned_before: datetime | None = None) -> int:
         """Remove half-written temporary files of interrupted ``put`` calls older than ``older_than``.
 
+        A backend that can tell whether a live process still writes a file (the local disk: its writer holds
+        a lock) removes unowned files untouched since ``abandoned_before`` instead, and never an owned one.
         Returns how many were removed. Backends with nothing of the kind return 0.
         """
         ...

@@ -3,7 +3,8 @@
 Layout under the root (directories 0700, files 0600, set explicitly whatever the umask)::
 
     blobs/<ab>/<cd>/<sha256>.<suffix>   published generations, never modified
-    tmp/<random>.part                   half-written puts and chunks; swept by age
+    tmp/<random>.part                   half-written puts and chunks, locked by their writer; swept when
+                                        no live process holds the lock
     staging/<upload_id>/<index>         staged upload chunks
 
 A write goes to an ``O_EXCL`` temp file in ``tmp/`` (same file system), is hashed while written, ``fsync``-ed,
@@ -14,6 +15,7 @@ second ``fsync`` can report success for data that is gone.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
@@ -30,6 +32,7 @@ from blobstore.digests import (
     normalize_sha256,
     normalize_xxh3,
 )
+from blobstore.diskspace import check_free
 from blobstore.errors import (
     ChunkConflict,
     Conflict,
@@ -109,13 +112,28 @@ def _pread_full(fd: int, length: int, offset: int) -> bytes:
 
 
 class _TempFile:
-    """An ``O_EXCL`` temp file in ``tmp/``; ``discard`` is idempotent and safe after a publish."""
+    """An ``O_EXCL`` temp file in ``tmp/``; ``discard`` is idempotent and safe after a publish.
+
+    The writer holds an exclusive ``flock`` on it until it is discarded, and the kernel drops that lock when
+    the process dies: the temp sweep removes only files nobody holds (:meth:`LocalBlobStore.sweep_temp`).
+    """
 
     def __init__(self, directory: Path) -> None:
-        self.path = directory / f"{random_suffix()}{TEMP_SUFFIX}"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        self.fd: int | None = os.open(self.path, flags, FILE_MODE)
-        os.fchmod(self.fd, FILE_MODE)
+        while True:
+            self.path = directory / f"{random_suffix()}{TEMP_SUFFIX}"
+            fd = os.open(self.path, flags, FILE_MODE)
+            try:
+                os.fchmod(fd, FILE_MODE)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                if os.fstat(fd).st_nlink > 0:
+                    break
+            except BaseException:
+                os.close(fd)
+                raise
+            # A sweep removed the file between its creation and the lock: take another name.
+            os.close(fd)
+        self.fd: int | None = fd
 
     def fileno(self) -> int:
         if self.fd is None:
@@ -218,8 +236,8 @@ class LocalBlobStore:
         _write_all(temp.fileno(), data)
 
     def _publish_blob(self, temp: _TempFile, sha256: str) -> str:
+        # The file stays open, and so locked against the temp sweep, until it is linked and discarded.
         os.fsync(temp.fileno())
-        temp.close()
         for _ in range(_PUBLISH_ATTEMPTS):
             key = generation_key(sha256)
             final = self.root / key
@@ -318,8 +336,10 @@ class LocalBlobStore:
         return sorted(found, key=lambda item: item[0])
 
     async def check(self) -> None:
+        """Unavailable when the directories are not writable, full when their file system is (readiness)."""
         if not await self._run(self._is_writable):
             raise StorageUnavailable()
+        await self._run(check_free, self.root)
 
     def _is_writable(self) -> bool:
         return all(os.access(path, os.W_OK | os.X_OK) for path in (self.root, self._tmp, self._staging))
@@ -327,16 +347,40 @@ class LocalBlobStore:
     async def close(self) -> None:
         return None
 
-    async def sweep_temp(self, older_than: datetime) -> int:
-        return await self._run(self._sweep_temp, older_than.timestamp())
+    async def sweep_temp(self, older_than: datetime, *, abandoned_before: datetime | None = None) -> int:
+        """Remove temp files untouched since ``abandoned_before`` (else ``older_than``) that no live process
+        writes: a writer holds a lock on its file while it lives, so age alone never removes one in use."""
+        cutoff = abandoned_before if abandoned_before is not None else older_than
+        return await self._run(self._sweep_temp, cutoff.timestamp())
 
     def _sweep_temp(self, cutoff: float) -> int:
         removed = 0
         for name, stat in self._list_files(self._tmp):
-            if name.endswith(TEMP_SUFFIX) and stat.st_mtime < cutoff:
-                (self._tmp / name).unlink(missing_ok=True)
+            if (
+                name.endswith(TEMP_SUFFIX)
+                and stat.st_mtime < cutoff
+                and self._remove_unlocked(self._tmp / name)
+            ):
                 removed += 1
         return removed
+
+    @staticmethod
+    def _remove_unlocked(path: Path) -> bool:
+        """Unlink ``path`` unless a live process holds its lock; True when removed."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False  # its writer is alive
+            # Under the lock, so a writer that created the file just now sees it unlinked and starts anew.
+            path.unlink(missing_ok=True)
+            return True
+        finally:
+            os.close(fd)
 
     # -- staging --------------------------------------------------------------------------------------------
 
@@ -381,7 +425,6 @@ class LocalBlobStore:
 
     def _publish_chunk(self, temp: _TempFile, target: Path, receipt: ChunkReceipt) -> ChunkReceipt:
         os.fsync(temp.fileno())
-        temp.close()
         try:
             if self._link_durably(temp.path, target):
                 return receipt

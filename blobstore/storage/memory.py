@@ -198,5 +198,5 @@ class MemoryBlobStore:
         for ref, area in list(self._staging.items()):
             yield StagingEntry(ref, area.modified)
 
-    async def sweep_temp(self, older_than: datetime) -> int:
+    async def sweep_temp(self, older_than: datetime, *, abandoned_before: datetime | None = None) -> int:
         return 0

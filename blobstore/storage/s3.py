@@ -365,7 +365,7 @@ class S3BlobStore:
             if error_code(exc) not in _NOT_FOUND_CODES:
                 raise s3_error(exc) from exc
 
-    async def sweep_temp(self, older_than: datetime) -> int:
+    async def sweep_temp(self, older_than: datetime, *, abandoned_before: datetime | None = None) -> int:
         """Interrupted puts leave only multipart uploads behind; abort the stale ones."""
         return await self.abort_stale_multipart_uploads(older_than)
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from blobstore.api.deps import ServiceDep
-from blobstore.errors import BlobstoreError
+from blobstore.errors import BlobstoreError, StorageFull
 
 router = APIRouter(tags=["health"])
 
@@ -18,7 +18,7 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="The database and the storage are reachable")
+@router.get("/readyz", summary="The database and the storage are reachable, and whether they are full")
 async def readyz(service: ServiceDep) -> JSONResponse:
     checks: dict[str, Any] = {}
     for name, check in (("database", service.repo.check), ("storage", service.blobs.check)):
@@ -28,7 +28,9 @@ async def readyz(service: ServiceDep) -> JSONResponse:
             checks[name] = exc.code
         else:
             checks[name] = "ok"
-    ready = all(value == "ok" for value in checks.values())
-    return JSONResponse(
-        {"status": "ok" if ready else "unavailable", "checks": checks}, status_code=200 if ready else 503
-    )
+    if all(value == "ok" for value in checks.values()):
+        return JSONResponse({"status": "ok", "checks": checks})
+    if all(value in {"ok", StorageFull.code} for value in checks.values()):
+        # Full, yet reads and deletes (the way out) still work: stay in rotation, say so in the status.
+        return JSONResponse({"status": StorageFull.code, "checks": checks})
+    return JSONResponse({"status": "unavailable", "checks": checks}, status_code=503)
