@@ -80,7 +80,7 @@ class Settings(BaseSettings):
 
     log_level: str = "info"
     audit_log: Path | None = None
-    """File for audit JSON lines; default: the ``blobstore.audit`` logger (stderr)."""
+    """File for audit JSON lines (made 0600); ``-``: standard output; default ``data_dir/audit.jsonl``."""
 
     @field_validator("database_url")
     @classmethod
@@ -122,6 +122,11 @@ class Settings(BaseSettings):
         if self.default_ttl_seconds > self.max_ttl_seconds:
             raise ValueError("default_ttl_seconds must not exceed max_ttl_seconds")
         return self
+
+    @property
+    def resolved_audit_log(self) -> Path:
+        """Where audit lines go: ``audit_log``, else ``audit.jsonl`` in the data directory (``-``: stdout)."""
+        return self.audit_log or self.data_dir / "audit.jsonl"
 
     @property
     def resolved_database_url(self) -> str:

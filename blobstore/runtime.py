@@ -6,7 +6,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
-from blobstore.audit import AuditLog
+from blobstore.audit import STDOUT, AuditLog
 from blobstore.config import Settings
 from blobstore.metadata.lock import DataDirLock
 from blobstore.metadata.migrate import upgrade_async
@@ -21,6 +21,14 @@ def prepare_data_dir(settings: Settings) -> None:
     """Create the data directory 0700 (it holds the SQLite file and, by default, the blobs)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     settings.data_dir.chmod(0o700)
+
+
+def open_audit_log(settings: Settings) -> AuditLog:
+    """The audit log the settings name; its default place, the data directory, is created (0700) first."""
+    path = settings.resolved_audit_log
+    if path != STDOUT and settings.audit_log is None:
+        prepare_data_dir(settings)
+    return AuditLog(path)
 
 
 @contextlib.asynccontextmanager
@@ -52,7 +60,7 @@ async def open_service(
             )
             try:
                 yield ArtifactService(
-                    settings=settings, blobs=blobs, repo=repo, audit=AuditLog(settings.audit_log)
+                    settings=settings, blobs=blobs, repo=repo, audit=open_audit_log(settings)
                 )
             finally:
                 await blobs.close()
