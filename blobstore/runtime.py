@@ -24,10 +24,11 @@ def prepare_data_dir(settings: Settings) -> None:
 
 
 def open_audit_log(settings: Settings) -> AuditLog:
-    """The audit log the settings name; its default place, the data directory, is created (0700) first."""
+    """The audit log the settings name; its default place, the data directory, is created (0700) if missing,
+    also when the data directory holds nothing else (PostgreSQL and S3)."""
     path = settings.resolved_audit_log
     if path != STDOUT and settings.audit_log is None:
-        prepare_data_dir(settings)
+        settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     return AuditLog(path)
 
 
