@@ -145,6 +145,9 @@ async def test_a_default_client_reads_a_large_artifact_by_following_first_and_ne
         refused = await expect_error(client, dataset.big.uri)
         assert refused.error.data is not None
         assert refused.error.data["maxWindow"] == MiB
+        # The default window: no length given.
+        default = await client.read_resource(f"{dataset.big.uri}?offset=0", cache_mode="bypass")
+        assert blob_of(default) == dataset.big_bytes[:MiB]
         uri: str | None = refused.error.data["first"]
         while uri is not None:
             result = await client.read_resource(uri, cache_mode="bypass")
