@@ -91,7 +91,16 @@ def test_token_create_audits_to_the_file_not_the_terminal(tmp_path: Path) -> Non
 
 def test_audit_log_dash_writes_audit_lines_to_standard_output(tmp_path: Path) -> None:
     env = env_without_audit_setting(tmp_path, BLOBSTORE_AUDIT_LOG="-")
-    done = run_cli(["token", "create", "--namespace", "loud"], env)
+    # In tmp_path: a build that took "-" for a file name would leave it there, not in the checkout.
+    done = subprocess.run(
+        [BLOBSTORE, "token", "create", "--namespace", "loud"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     (secret,) = [line for line in done.stdout.splitlines() if line.startswith("bst_")]
     leaks.register_secret(secret)
