@@ -7,9 +7,12 @@ adds ``tool``, ``arguments_sha256`` and the stored artifact's ``sha256``, which 
 content). Content, bodies and headers are never passed in, so they cannot appear; the only content digest
 is that artifact SHA-256, which the store already exposes with every artifact.
 
-With a file configured (``BLOBSTORE_AUDIT_LOG``) lines are appended there (mode 0600); otherwise they go to
-the ``blobstore.audit`` logger, or straight to stderr when the process configured no logging at all, so an
-audit line is never dropped for want of a handler.
+The service writes them to a file, ``BLOBSTORE_AUDIT_LOG`` (default ``audit.jsonl`` in the data directory),
+appended with mode 0600, so a terminal shows people what they asked for, not a JSON line per request;
+``BLOBSTORE_AUDIT_LOG=-`` writes them to standard output instead (a container's log collector). An
+``AuditLog`` without a path (a library user's service) writes to the ``blobstore.audit`` logger, or straight
+to stderr when the process configured no logging at all, so an audit line is never dropped for want of a
+handler.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from blobstore.errors import from_os_error
 from blobstore.metadata.repository import AuditEvent
@@ -32,6 +35,8 @@ logger = logging.getLogger("blobstore.audit")
 logger.setLevel(logging.INFO)
 
 FILE_MODE = 0o600
+STDOUT: Final = Path("-")
+"""The ``audit_log`` value that means standard output."""
 
 
 class AuditLog:
@@ -75,7 +80,10 @@ class AuditLog:
         return event
 
     def _write(self, line: str) -> None:
-        if self.path is not None:
+        if self.path == STDOUT:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+        elif self.path is not None:
             # One O_APPEND write per line: concurrent writers (replicas, the CLI) never interleave inside a
             # line, and a rotated file is picked up at the next event.
             try:

@@ -82,7 +82,7 @@ class Settings(BaseSettings):
 
     log_level: str = "info"
     audit_log: Path | None = None
-    """File for audit JSON lines; default: the ``blobstore.audit`` logger (stderr)."""
+    """File for audit JSON lines (made 0600); ``-``: standard output; default ``data_dir/audit.jsonl``."""
     disk_reserve_bytes: int = Field(default=16 * MiB, ge=0)
     """Space a server keeps allocated beside its SQLite database (``disk.reserve``) and releases when a full
     disk would stop a delete or a cleanup step; 0 keeps none."""
@@ -145,6 +145,11 @@ class Settings(BaseSettings):
         if self.default_ttl_seconds > self.max_ttl_seconds:
             raise ValueError("default_ttl_seconds must not exceed max_ttl_seconds")
         return self
+
+    @property
+    def resolved_audit_log(self) -> Path:
+        """Where audit lines go: ``audit_log``, else ``audit.jsonl`` in the data directory (``-``: stdout)."""
+        return self.audit_log or self.data_dir / "audit.jsonl"
 
     @property
     def resolved_database_url(self) -> str:

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import anyio.to_thread
 
-from blobstore.audit import AuditLog
+from blobstore.audit import STDOUT, AuditLog
 from blobstore.config import Settings
 from blobstore.diskspace import RESERVE_FILE_NAME, SpaceReserve
 from blobstore.metadata.lock import DataDirLock
@@ -32,6 +32,15 @@ def disk_reserve(settings: Settings, *, server: bool) -> SpaceReserve | None:
     if database is None or settings.disk_reserve_bytes <= 0:
         return None
     return SpaceReserve(database.parent / RESERVE_FILE_NAME, settings.disk_reserve_bytes, owner=server)
+
+
+def open_audit_log(settings: Settings) -> AuditLog:
+    """The audit log the settings name; its default place, the data directory, is created (0700) if missing,
+    also when the data directory holds nothing else (PostgreSQL and S3)."""
+    path = settings.resolved_audit_log
+    if path != STDOUT and settings.audit_log is None:
+        settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return AuditLog(path)
 
 
 @contextlib.asynccontextmanager
@@ -75,7 +84,7 @@ async def open_service(
                     settings=settings,
                     blobs=blobs,
                     repo=repo,
-                    audit=AuditLog(settings.audit_log),
+                    audit=open_audit_log(settings),
                     sole_server=sole_server,
                 )
             finally:

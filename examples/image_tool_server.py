@@ -1,8 +1,12 @@
 """An MCP tool server that renders a PNG, stores it in the artifact store and returns tool_result_for(...).
 
-Run it as a stdio server (host config: command ``python``, args ``["examples/image_tool_server.py"]``); it
-uses the store configured by ``BLOBSTORE_*`` variables, so ``blobstore serve`` and ``blobstore mcp`` see the
-same PNGs.
+Run it as a stdio server (host config: command ``python``, args ``["examples/image_tool_server.py"]``). It
+uses the store configured by ``BLOBSTORE_*`` variables (``BLOBSTORE_DATA_DIR``, or a database and storage
+URL) and stores its PNGs in the namespace ``BLOBSTORE_MCP_NAMESPACE``, by default ``default``: the namespace
+``blobstore serve`` acts in while no token exists and ``blobstore mcp`` reads. So on the same data directory
+``blobstore ls`` (against ``blobstore serve``) and ``blobstore mcp`` list the same PNGs. To keep them apart,
+set ``BLOBSTORE_MCP_NAMESPACE=heatmaps`` and read them with ``blobstore mcp --namespace heatmaps``, or over
+HTTP with a token of that namespace (``blobstore token create --namespace heatmaps``).
 """
 
 from __future__ import annotations
@@ -33,9 +37,9 @@ def draw_heatmap(width: int, height: int, cell: int, seed: int) -> bytes:
     return out.getvalue()
 
 
-def build_server(service: ArtifactService) -> MCPServer:
+def build_server(service: ArtifactService, namespace: str = "default") -> MCPServer:
     mcp = MCPServer("heatmap-renderer")
-    store = embed_store(mcp, service, caller=Caller(namespace="heatmaps"))
+    store = embed_store(mcp, service, caller=Caller(namespace=namespace))
 
     @mcp.tool()
     async def render_heatmap(
@@ -52,8 +56,9 @@ def build_server(service: ArtifactService) -> MCPServer:
 
 
 async def main() -> None:
-    async with open_service(load_settings()) as service:
-        await build_server(service).run_stdio_async()
+    settings = load_settings()
+    async with open_service(settings) as service:
+        await build_server(service, settings.mcp_namespace).run_stdio_async()
 
 
 if __name__ == "__main__":

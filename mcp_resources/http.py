@@ -7,11 +7,17 @@ lifespan never runs). The manager is stateless, so any replica can answer any re
 the request-body limit admits one upload chunk (base64) plus the JSON around it; DNS-rebinding protection
 checks ``Host``/``Origin`` against the configured addresses, and lets the ``BLOBSTORE_CORS_ORIGINS`` pages in
 (the app's CORS middleware answers their preflights and stamps the CORS headers, here as everywhere).
+
+Answers are plain JSON (``application/json``, a legal streamable-HTTP response to a client that accepts both
+types) unless the request needs a stream: a call of a tool that reports progress with a progress token, or a
+``subscriptions/listen``. Handshake-era answers would otherwise all be server-sent events, and the official
+clients cap one event (the Python SDK at 1 MiB by default), which a full 1 MiB window as base64 exceeds.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -20,15 +26,16 @@ from mcp.server import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 from starlette.requests import Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from blobstore.api.errors import error_response
 from blobstore.auth import Authenticator, authenticator_for
 from blobstore.config import Settings
-from blobstore.errors import Unauthorized
+from blobstore.errors import BlobstoreError, Unauthorized
 from blobstore.models import Caller
 from blobstore.service import ArtifactService
 from mcp_resources.server import create_server
+from mcp_resources.tools import PROGRESS_TOOLS
 
 MCP_PATH: Final = "/mcp"
 CALLER_STATE_KEY: Final = "blobstore.caller"
@@ -85,6 +92,64 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     )
 
 
+def needs_event_stream(body: bytes) -> bool:
+    """Whether the JSON-RPC message in ``body`` gets notifications before its answer, so that the answer
+    must be an event stream: a ``subscriptions/listen``, or a call of a tool in :data:`PROGRESS_TOOLS` that
+    carries a progress token. Anything else (even a body that does not parse: the SDK answers it) is JSON.
+    """
+    if b"progressToken" not in body and b"subscriptions/listen" not in body:
+        return False  # the common case, decided without parsing a multi-MiB upload chunk
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    if not isinstance(message, dict):
+        return False
+    if message.get("method") == "subscriptions/listen":
+        return True
+    params = message.get("params")
+    if message.get("method") != "tools/call" or not isinstance(params, dict):
+        return False
+    meta = params.get("_meta")
+    return (
+        params.get("name") in PROGRESS_TOOLS
+        and isinstance(meta, dict)
+        and meta.get("progressToken") is not None
+    )
+
+
+async def _read_body(receive: Receive, limit: int) -> tuple[list[Message], bytes | None]:
+    """The request's first messages up to a complete body of at most ``limit`` bytes: the messages (to hand
+    on unchanged) and the body, or ``None`` when it is larger or the client went away (the SDK answers those).
+    """
+    messages: list[Message] = []
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            return messages, None
+        part = message.get("body", b"")
+        parts.append(part)
+        size += len(part)
+        if size > limit:
+            return messages, None
+        if not message.get("more_body", False):
+            return messages, b"".join(parts)
+
+
+def _replaying(messages: list[Message], receive: Receive) -> Receive:
+    pending = list(messages)
+
+    async def replay() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replay
+
+
 class McpHttpExtension:
     """The MCP streamable-HTTP endpoint as an extension of the HTTP API app."""
 
@@ -99,6 +164,7 @@ class McpHttpExtension:
         self.settings = settings
         self.caller_for = caller_for
         self._manager: StreamableHTTPSessionManager | None = None
+        self._json_manager: StreamableHTTPSessionManager | None = None
         self._auth: Authenticator | None = None
         self._endpoint = _Endpoint(self)
 
@@ -111,8 +177,8 @@ class McpHttpExtension:
         return self._endpoint
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
-        manager, auth = self._manager, self._auth
-        if manager is None or auth is None:
+        manager, json_manager, auth = self._manager, self._json_manager, self._auth
+        if manager is None or json_manager is None or auth is None:
             raise RuntimeError(
                 "the MCP session manager is not running: enter McpHttpExtension.lifespan() first"
             )
@@ -126,26 +192,39 @@ class McpHttpExtension:
             await error_response(exc)(scope, receive, send)
             return
         scope.setdefault("state", {})[CALLER_STATE_KEY] = caller
-        await manager.handle_request(scope, receive, send)
+        if scope.get("method") != "POST":
+            await manager.handle_request(scope, receive, send)
+            return
+        try:
+            messages, body = await _read_body(receive, max_request_body(self.settings))
+        except BlobstoreError as exc:  # a stalled body (request_timeout) or one over the app's cap
+            await error_response(exc)(scope, receive, send)
+            return
+        chosen = manager if body is None or needs_event_stream(body) else json_manager
+        await chosen.handle_request(scope, _replaying(messages, receive), send)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, service: ArtifactService) -> AsyncIterator[None]:
         # Stateless: a handshake-era request has no session to remember a subscription in and no stream to
         # push on, so only 2026-07-28 listen streams (each the response of its own request) get notifications.
         server = create_server(service, caller_for=self._resolve, session_subscriptions=False)
-        manager = StreamableHTTPSessionManager(
-            app=server,
-            stateless=True,
-            security_settings=transport_security(self.settings),
-            max_request_body_size=max_request_body(self.settings),
-        )
-        async with manager.run():
-            self._manager = manager
+        managers = [
+            StreamableHTTPSessionManager(
+                app=server,
+                stateless=True,
+                json_response=json_response,
+                security_settings=transport_security(self.settings),
+                max_request_body_size=max_request_body(self.settings),
+            )
+            for json_response in (False, True)
+        ]
+        async with managers[0].run(), managers[1].run():
+            self._manager, self._json_manager = managers
             self._auth = authenticator_for(service)
             try:
                 yield
             finally:
-                self._manager = None
+                self._manager = self._json_manager = None
                 self._auth = None
 
 

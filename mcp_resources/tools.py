@@ -55,6 +55,9 @@ TOOL_SCOPES: Final[dict[str, Scope]] = {
     "upload_abort": Scope.WRITE,
     "read_artifact": Scope.READ,
 }
+# The tools that send notifications while they run (``notifications/progress`` when the call carries a
+# progress token). Over streamable HTTP only their calls need an event-stream response; others are JSON.
+PROGRESS_TOOLS: Final = frozenset({"upload_commit"})
 
 
 class _Args(BaseModel):

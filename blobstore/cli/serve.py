@@ -90,6 +90,8 @@ def _run_granian(settings: Settings) -> None:
         workers=1,
         factory=True,
         log_level=LogLevels(settings.log_level),
+        # One line per request for the people at the terminal (audit lines go to their own file).
+        log_access=settings.log_level in {"debug", "info"},
     ).serve()
 
 

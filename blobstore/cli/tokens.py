@@ -51,6 +51,12 @@ async def _repository(settings: Settings) -> AsyncIterator[MetadataRepository]:
         await repo.close()
 
 
+def _audit_log(settings: Settings) -> AuditLog:
+    from blobstore.runtime import open_audit_log
+
+    return open_audit_log(settings)
+
+
 def _run(settings: Settings, action: Callable[[MetadataRepository], Awaitable[T]]) -> T:
     async def run() -> T:
         async with _repository(settings) as repo:
@@ -111,7 +117,7 @@ def create_command(
         issued = await create_token(
             repo, namespace=namespace, scopes=chosen, expires_at=expires_at, description=description, now=now
         )
-        AuditLog(settings.audit_log).record(
+        _audit_log(settings).record(
             actor=CLI_ACTOR,
             namespace=namespace,
             action="token_create",
@@ -166,7 +172,7 @@ def revoke_command(data_dir: str | None, token_id: str) -> None:
         found = next((record for record in await repo.list_tokens() if record.id == token_id), None)
         revoked = await repo.revoke_token(token_id, now=datetime.now(UTC))
         if revoked and found is not None:
-            AuditLog(settings.audit_log).record(
+            _audit_log(settings).record(
                 actor=CLI_ACTOR,
                 namespace=found.namespace,
                 action="token_revoke",

@@ -18,8 +18,9 @@ from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from mcp_resources.embed import embed_store
 from mcp_resources.errors import unmapped_codes
-from mcp_resources.http import max_request_body, transport_security
-from tests.mcp.conftest import put
+from mcp_resources.http import max_request_body, needs_event_stream, transport_security
+from mcp_resources.uris import window_uri
+from tests.mcp.conftest import Dataset, put
 
 CALLER = Caller(namespace="embedded")
 
@@ -137,3 +138,71 @@ async def test_http_mount_refuses_foreign_hosts_and_oversized_bodies(http_base: 
     assert ok.status_code == 200
     assert rebound.status_code == 421
     assert huge.status_code == 413
+
+
+def _legacy_request(method: str, params: dict[str, object]) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}).encode()
+
+
+async def test_handshake_era_answers_are_json_unless_progress_is_asked_for(
+    http_base: str, dataset: Dataset
+) -> None:
+    """A 1 MiB window as one server-sent event is over the Python SDK's default event cap: reads are JSON."""
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    window = window_uri(dataset.big.id, 0, 1024 * 1024)
+    async with httpx.AsyncClient(base_url=http_base, timeout=60) as http:
+        read = await http.post(
+            "/mcp", content=_legacy_request("resources/read", {"uri": window}), headers=headers
+        )
+        read_with_token = await http.post(
+            "/mcp",
+            content=_legacy_request("resources/read", {"uri": window, "_meta": {"progressToken": 1}}),
+            headers=headers,
+        )
+        commit_with_token = await http.post(
+            "/mcp",
+            content=_legacy_request(
+                "tools/call",
+                {
+                    "name": "upload_commit",
+                    "arguments": {"upload_id": "u_none"},
+                    "_meta": {"progressToken": 1},
+                },
+            ),
+            headers=headers,
+        )
+    assert read.headers["content-type"].startswith("application/json")
+    assert len(read.json()["result"]["contents"][0]["blob"]) > 1024 * 1024
+    assert read_with_token.headers["content-type"].startswith("application/json")
+    assert commit_with_token.headers["content-type"].startswith("text/event-stream")
+
+
+@pytest.mark.parametrize(
+    ("body", "streams"),
+    [
+        (
+            b'{"method": "tools/call", "params": {"name": "upload_commit", "_meta": {"progressToken": "p"}}}',
+            True,
+        ),
+        (
+            b'{"method": "tools/call", "params": {"name": "upload_commit", "_meta": {"progressToken": null}}}'
+            b"",
+            False,
+        ),
+        (
+            b'{"method": "tools/call", "params": {"name": "read_artifact", "_meta": {"progressToken": 1}}}',
+            False,
+        ),
+        (b'{"method": "subscriptions/listen", "params": {}}', True),
+        (b'{"method": "resources/read", "params": {"uri": "progressToken"}}', False),
+        (b'{"method": "tools/call", "params": {"name": "upload_commit"}}', False),
+        (b'[{"method": "subscriptions/listen"}]', False),
+        (b"progressToken{", False),
+    ],
+)
+def test_only_progress_tool_calls_and_listens_need_an_event_stream(body: bytes, streams: bool) -> None:
+    assert needs_event_stream(body) is streams

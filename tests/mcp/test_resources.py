@@ -135,20 +135,28 @@ async def test_reading_a_window_twice_gives_identical_bytes(
     assert window_meta(first)["windowSha256"] == hashlib.sha256(blob_of(first)).hexdigest()
 
 
-async def test_following_next_reassembles_the_artifact(
-    dataset: Dataset, request: pytest.FixtureRequest
+async def test_a_default_client_reads_a_large_artifact_by_following_first_and_next(
+    transport: str, dataset: Dataset, request: pytest.FixtureRequest
 ) -> None:
+    """The newcomer's path with the official client at its defaults: read the artifact, follow the
+    ``range_required`` error's ``first`` window (the default window size), then every ``next`` to the end."""
     parts: list[bytes] = []
-    async with connect("memory", dataset, request) as client:
-        uri: str | None = window_uri(dataset.big.id, 0, MiB)
+    async with connect(transport, dataset, request) as client:
+        refused = await expect_error(client, dataset.big.uri)
+        assert refused.error.data is not None
+        assert refused.error.data["maxWindow"] == MiB
+        # The default window: no length given.
+        default = await client.read_resource(f"{dataset.big.uri}?offset=0", cache_mode="bypass")
+        assert blob_of(default) == dataset.big_bytes[:MiB]
+        uri: str | None = refused.error.data["first"]
         while uri is not None:
-            result = await client.read_resource(uri)
+            result = await client.read_resource(uri, cache_mode="bypass")
             parts.append(blob_of(result))
             meta = window_meta(result)
             assert meta["sha256"] == dataset.big.sha256
             uri = meta["next"]
     assert meta["eof"] is True
-    assert len(parts) == BIG_SIZE // MiB
+    assert [len(part) for part in parts] == [MiB] * (BIG_SIZE // MiB)
     assert b"".join(parts) == dataset.big_bytes
 
 

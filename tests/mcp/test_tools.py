@@ -35,7 +35,7 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-@pytest.mark.parametrize("transport", ["memory", "http"], indirect=True)
+@pytest.mark.parametrize("transport", ["memory", "http", "http-legacy"], indirect=True)
 async def test_mcp_upload_with_a_repeated_chunk_dedups_onto_the_http_upload(
     transport: str, dataset: Dataset, request: pytest.FixtureRequest
 ) -> None:

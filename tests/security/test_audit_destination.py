@@ -1,0 +1,110 @@
+"""Where audit lines go: to their own file (``BLOBSTORE_AUDIT_LOG``, by default ``audit.jsonl`` in the data
+directory), never onto the terminal of ``blobstore serve`` or ``blobstore token create`` unless asked for with
+``BLOBSTORE_AUDIT_LOG=-`` (standard output). The server's terminal shows its access log at ``info``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.security import leaks
+from tests.security.live import BLOBSTORE, START_DEADLINE_SECONDS, free_port, run_cli
+
+pytestmark = pytest.mark.e2e
+
+
+def env_without_audit_setting(root: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BLOBSTORE_")}
+    env["BLOBSTORE_DATA_DIR"] = str(root / "data")
+    env.update(extra)
+    leaks.register_log(root / "data" / "audit.jsonl")
+    return env
+
+
+def audit_records(text: str) -> list[dict[str, Any]]:
+    """The lines of ``text`` that are audit records (JSON objects with an ``action``)."""
+    found = []
+    for line in text.splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and "action" in value:
+            found.append(value)
+    return found
+
+
+@pytest.mark.parametrize("server", ["granian", "uvicorn"])
+def test_serve_writes_audit_to_the_data_dir_and_an_access_log_to_the_terminal(
+    tmp_path: Path, server: str
+) -> None:
+    env = env_without_audit_setting(tmp_path)
+    port = free_port()
+    out, err = leaks.register_log(tmp_path / "serve.out"), leaks.register_log(tmp_path / "serve.err")
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        command = [BLOBSTORE, "serve", "--port", str(port), "--server", server]
+        process = subprocess.Popen(command, env=env, stdout=stdout, stderr=stderr)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(base_url=url, timeout=START_DEADLINE_SECONDS) as http:
+            for _ in range(int(START_DEADLINE_SECONDS * 10)):
+                assert process.poll() is None, err.read_text() + out.read_text()
+                try:
+                    if http.get("/readyz", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.1)
+            stored = http.post("/v1/artifacts", params={"name": "seen.txt"}, content=b"audited")
+            assert stored.status_code == 201
+            assert http.get(f"/v1/artifacts/{stored.json()['id']}/content").content == b"audited"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(60)
+    terminal = out.read_text(errors="replace") + err.read_text(errors="replace")
+    assert audit_records(terminal) == []
+    assert "POST /v1/artifacts" in terminal
+    assert "local mode" in terminal
+    audit = audit_records((tmp_path / "data" / "audit.jsonl").read_text())
+    assert [(a["action"], a["result"]) for a in audit] == [("upload", "ok"), ("read", "ok")]
+    assert (tmp_path / "data" / "audit.jsonl").stat().st_mode & 0o777 == 0o600
+
+
+def test_token_create_audits_to_the_file_not_the_terminal(tmp_path: Path) -> None:
+    done = run_cli(["token", "create", "--namespace", "quiet"], env_without_audit_setting(tmp_path))
+    assert done.returncode == 0, done.stderr
+    leaks.register_secret(done.stdout.strip())
+    assert done.stdout.strip().startswith("bst_")
+    assert audit_records(done.stdout + done.stderr) == []
+    assert "only time" in done.stderr
+    (record,) = audit_records((tmp_path / "data" / "audit.jsonl").read_text())
+    assert (record["action"], record["namespace"], record["actor"]) == ("token_create", "quiet", "cli")
+
+
+def test_audit_log_dash_writes_audit_lines_to_standard_output(tmp_path: Path) -> None:
+    env = env_without_audit_setting(tmp_path, BLOBSTORE_AUDIT_LOG="-")
+    # In tmp_path: a build that took "-" for a file name would leave it there, not in the checkout.
+    done = subprocess.run(
+        [BLOBSTORE, "token", "create", "--namespace", "loud"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (secret,) = [line for line in done.stdout.splitlines() if line.startswith("bst_")]
+    leaks.register_secret(secret)
+    (record,) = audit_records(done.stdout)
+    assert (record["action"], record["namespace"]) == ("token_create", "loud")
+    assert audit_records(done.stderr) == []
+    assert not (tmp_path / "data" / "audit.jsonl").exists()
