@@ -17,11 +17,12 @@ handler.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,8 +43,10 @@ STDOUT: Final = Path("-")
 class AuditLog:
     """Writes audit events as JSON lines to ``path`` or to the ``blobstore.audit`` logger."""
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, *, on_full: Callable[[], int] | None = None) -> None:
         self.path = path
+        # Makes room on the audit file's file system (releases the disk reserve); the bytes it freed.
+        self.on_full = on_full
 
     def record(
         self,
@@ -87,15 +90,27 @@ class AuditLog:
             # One O_APPEND write per line: concurrent writers (replicas, the CLI) never interleave inside a
             # line, and a rotated file is picked up at the next event.
             try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
-                try:
-                    os.write(fd, (line + "\n").encode())
-                finally:
-                    os.close(fd)
+                self._append(self.path, line)
             except OSError as exc:
+                # The deletes that free a full disk are audited too: let their line through on the reserve.
+                if exc.errno == errno.ENOSPC and self.on_full is not None and self.on_full() > 0:
+                    logger.warning("the audit log's disk is full: released the disk reserve")
+                    try:
+                        self._append(self.path, line)
+                        return
+                    except OSError as again:
+                        raise from_os_error(again) from None
                 # An action that cannot be audited fails, as a storage error without the path.
                 raise from_os_error(exc) from None
         elif logger.hasHandlers():
             logger.info(line)
         else:
             sys.stderr.write(line + "\n")
+
+    @staticmethod
+    def _append(path: Path, line: str) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)

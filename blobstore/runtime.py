@@ -34,12 +34,17 @@ def disk_reserve(settings: Settings, *, server: bool) -> SpaceReserve | None:
     return SpaceReserve(database.parent / RESERVE_FILE_NAME, settings.disk_reserve_bytes, owner=server)
 
 
-def open_audit_log(settings: Settings) -> AuditLog:
+def open_audit_log(settings: Settings, reserve: SpaceReserve | None = None) -> AuditLog:
     """The audit log the settings name; its default place, the data directory, is created (0700) if missing,
-    also when the data directory holds nothing else (PostgreSQL and S3)."""
+    also when the data directory holds nothing else (PostgreSQL and S3).
+
+    In its default place it shares the file system of the disk reserve, which a full disk may release for it.
+    """
     path = settings.resolved_audit_log
     if path != STDOUT and settings.audit_log is None:
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if reserve is not None and reserve.path.parent == settings.data_dir:
+            return AuditLog(path, on_full=reserve.release)
     return AuditLog(path)
 
 
@@ -84,7 +89,7 @@ async def open_service(
                     settings=settings,
                     blobs=blobs,
                     repo=repo,
-                    audit=open_audit_log(settings),
+                    audit=open_audit_log(settings, reserve),
                     sole_server=sole_server,
                 )
             finally:

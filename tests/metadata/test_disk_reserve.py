@@ -71,3 +71,32 @@ def test_release_if_full_leaves_a_reserve_alone_while_there_is_room(small_fs: Pa
     assert reserve.release_if_full() == 0
     (small_fs / "filler").write_bytes(b"\0" * (free_bytes(small_fs) - MIN_FREE_BYTES // 2))
     assert reserve.release_if_full() == MiB
+
+
+def _fill(directory: Path) -> None:
+    """Take every free byte of ``directory``'s file system, the last pages too."""
+    fd = os.open(directory / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (65536, 4096, 512, 1):
+            while True:
+                try:
+                    os.write(fd, b"\0" * size)
+                except OSError:
+                    break
+    finally:
+        os.close(fd)
+
+
+def test_an_audit_line_on_a_full_disk_gets_through_on_the_reserve(small_fs: Path) -> None:
+    from blobstore.audit import AuditLog
+    from blobstore.errors import StorageFull
+
+    reserve = SpaceReserve(small_fs / RESERVE_FILE_NAME, MiB, owner=True)
+    assert reserve.ensure()
+    _fill(small_fs)
+    line = {"actor": "local", "namespace": "default", "action": "delete", "result": "ok"}
+    with pytest.raises(StorageFull):
+        AuditLog(small_fs / "audit.jsonl").record(**line)
+    AuditLog(small_fs / "audit.jsonl", on_full=reserve.release).record(**line)
+    assert b'"action":"delete"' in (small_fs / "audit.jsonl").read_bytes()
+    assert (small_fs / RESERVE_FILE_NAME).stat().st_size == 0
