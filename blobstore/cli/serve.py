@@ -19,7 +19,8 @@ from blobstore.auth import LOCAL_NAMESPACE, count_active_tokens
 from blobstore.cli import main
 from blobstore.cli.common import data_dir_option, describe_error, fail, settings_from
 from blobstore.config import Settings
-from blobstore.errors import BlobstoreError
+from blobstore.errors import BlobstoreError, StorageUnavailable
+from blobstore.runtime import prepare_to_serve
 
 SERVERS: Final = ("granian", "uvicorn", "hypercorn")
 DEFAULT_SERVER: Final = "granian"
@@ -90,6 +91,10 @@ def _run_granian(settings: Settings) -> None:
     ).serve()
 
 
+def first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
 _RUNNERS: Final = {"uvicorn": _run_uvicorn, "hypercorn": _run_hypercorn, "granian": _run_granian}
 
 
@@ -133,6 +138,12 @@ def serve(
         insecure_no_auth=insecure_no_auth,
         cleanup_interval_seconds=cleanup_interval,
     )
+    try:
+        anyio.run(prepare_to_serve, settings)
+    except StorageUnavailable as exc:
+        fail(f"storage check failed: {exc.message}")
+    except (BlobstoreError, OSError, SQLAlchemyError) as exc:
+        fail(f"cannot migrate the metadata database: {first_line(describe_error(exc))}")
     try:
         tokens = anyio.run(count_active_tokens, settings)
     except (BlobstoreError, OSError, SQLAlchemyError) as exc:

@@ -21,14 +21,19 @@ async def healthz() -> dict[str, str]:
 @router.get("/readyz", summary="The database and the storage are reachable")
 async def readyz(service: ServiceDep) -> JSONResponse:
     checks: dict[str, Any] = {}
+    details: dict[str, str] = {}
     for name, check in (("database", service.repo.check), ("storage", service.blobs.check)):
         try:
             await check()
         except BlobstoreError as exc:
             checks[name] = exc.code
+            if exc.message != exc.default_message:
+                # e.g. which S3 bucket at which endpoint, and the backend's error code; never credentials.
+                details[name] = exc.message
         else:
             checks[name] = "ok"
     ready = all(value == "ok" for value in checks.values())
-    return JSONResponse(
-        {"status": "ok" if ready else "unavailable", "checks": checks}, status_code=200 if ready else 503
-    )
+    body: dict[str, Any] = {"status": "ok" if ready else "unavailable", "checks": checks}
+    if details:
+        body["details"] = details
+    return JSONResponse(body, status_code=200 if ready else 503)
