@@ -176,6 +176,27 @@ class StorageUnavailable(BlobstoreError):
     code = "storage_unavailable"
     default_message = "storage is unavailable"
 
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        operation: str | None = None,
+        backend_code: str | None = None,
+        **details: Any,
+    ) -> None:
+        super().__init__(message, **details)
+        # For the logs only (never sent to clients): which backend call failed and the backend's error code.
+        self.operation = operation
+        self.backend_code = backend_code
+
+    def __repr__(self) -> str:
+        where = "".join(
+            f", {name}={value!r}"
+            for name, value in (("operation", self.operation), ("backend_code", self.backend_code))
+            if value
+        )
+        return f"{type(self).__name__}({self.message!r}, code={self.code!r}{where})"
+
 
 class Corruption(BlobstoreError):
     code = "corruption"

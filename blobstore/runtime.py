@@ -21,7 +21,7 @@ logger = logging.getLogger("blobstore")
 
 
 def prepare_data_dir(settings: Settings) -> None:
-    """Create the data directory 0700 (it holds the SQLite file and, by default, the blobs)."""
+    """Create the data directory 0700 (it holds the SQLite file and, by default, the blobs), in every mode."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     settings.data_dir.chmod(0o700)
 
@@ -48,6 +48,36 @@ def open_audit_log(settings: Settings, reserve: SpaceReserve | None = None) -> A
     return AuditLog(path)
 
 
+async def prepare_to_serve(settings: Settings) -> None:
+    """What ``blobstore serve`` does before it listens: the data directory, the schema, the storage.
+
+    Pending migrations are applied on every database (replicas starting together are serialized by the
+    migration's lock). The storage is probed: on S3 the bucket must exist and be writable, and what the
+    endpoint supports is found out; a failure is ``StorageUnavailable`` naming the bucket and endpoint.
+    """
+    prepare_data_dir(settings)
+    await upgrade_async(settings.resolved_database_url)
+    await probe_storage(settings)
+
+
+async def probe_storage(settings: Settings) -> None:
+    """Open the configured storage and run its start-up probe, where the backend has one (S3)."""
+    blobs = open_blob_store(
+        settings.resolved_storage_url,
+        s3_endpoint_url=settings.s3_endpoint_url,
+        s3_region=settings.s3_region,
+        storage_chunk_size=settings.storage_chunk_size,
+        io_threads=settings.io_threads,
+        data_dir=settings.data_dir,
+    )
+    try:
+        probe = getattr(blobs, "probe", None)
+        if probe is not None:
+            await probe()
+    finally:
+        await blobs.close()
+
+
 @contextlib.asynccontextmanager
 async def open_service(
     settings: Settings, *, server: bool = False, migrate: bool | None = None
@@ -60,11 +90,10 @@ async def open_service(
     """
     with contextlib.ExitStack() as stack:
         sole_server = False
-        if settings.is_embedded:
-            prepare_data_dir(settings)
-            if server:
-                stack.enter_context(DataDirLock(settings.data_dir))
-                sole_server = True
+        prepare_data_dir(settings)
+        if settings.is_embedded and server:
+            stack.enter_context(DataDirLock(settings.data_dir))
+            sole_server = True
         reserve = disk_reserve(settings, server=server)
         # On a full disk SQLite cannot even open (it creates its write-ahead log and index): make room first.
         released = await anyio.to_thread.run_sync(reserve.release_if_full) if reserve is not None else 0

@@ -80,7 +80,7 @@ def to_mcp_error(exc: BaseException, *, uri: str | None = None, **extra: Any) ->
     if exc.code == "not_found" and uri is not None:
         return MCPError(INVALID_PARAMS, RESOURCE_NOT_FOUND_MESSAGE, data=error_data(exc, uri=uri, **extra))
     if exc.code == "internal" or jsonrpc_code(exc.code) == INTERNAL_ERROR:
-        logger.error("storage error while serving an MCP request: %s", exc.code)
+        logger.error("storage error while serving an MCP request: %r", exc)
     return MCPError(jsonrpc_code(exc.code), exc.message, data=error_data(exc, uri=uri, **extra))
 
 

@@ -54,6 +54,10 @@ def create_app(
                 from blobstore.runtime import open_service
 
                 running = await stack.enter_async_context(open_service(settings, server=True))
+                # Finds out what the storage supports (S3: conditional writes, UploadPartCopy, aborts).
+                probe = getattr(running.blobs, "probe", None)
+                if probe is not None:
+                    await probe()
             for extension in extensions:
                 await stack.enter_async_context(extension.lifespan(running))
             if service is None:

@@ -19,8 +19,8 @@ from blobstore.auth import LOCAL_NAMESPACE, count_active_tokens
 from blobstore.cli import main
 from blobstore.cli.common import data_dir_option, describe_error, fail, settings_from
 from blobstore.config import Settings
-from blobstore.errors import BlobstoreError
-from blobstore.runtime import disk_reserve
+from blobstore.errors import BlobstoreError, StorageUnavailable
+from blobstore.runtime import disk_reserve, prepare_to_serve
 
 SERVERS: Final = ("granian", "uvicorn", "hypercorn")
 DEFAULT_SERVER: Final = "granian"
@@ -95,6 +95,10 @@ def _run_granian(settings: Settings) -> None:
     ).serve()
 
 
+def first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
 _RUNNERS: Final = {"uvicorn": _run_uvicorn, "hypercorn": _run_hypercorn, "granian": _run_granian}
 
 
@@ -151,6 +155,12 @@ def serve(
     try:
         if reserve is not None:
             reserve.release_if_full()
+        anyio.run(prepare_to_serve, settings)
+    except StorageUnavailable as exc:
+        fail(f"storage check failed: {exc.message}")
+    except (BlobstoreError, OSError, SQLAlchemyError) as exc:
+        fail(f"cannot migrate the metadata database: {first_line(describe_error(exc))}")
+    try:
         tokens = anyio.run(count_active_tokens, settings)
     except (BlobstoreError, OSError, SQLAlchemyError) as exc:
         fail(f"cannot read the tokens from the metadata database: {describe_error(exc)}")

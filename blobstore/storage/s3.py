@@ -4,21 +4,33 @@ Object layout under ``<prefix>/``::
 
     blobs/<ab>/<cd>/<sha256>.<suffix>    generations whose digest was claimed before the upload
     blobs/_/<r[0:2]>/<r>                 generations whose digest was only known once uploaded
-    staging/<upload_id>/<index>          staged chunks; metadata keeps their sha256 and xxh3
+    staging/<upload_id>/<index>.<sha256> staged chunks, one key per distinct content of an index
     staging/<upload_id>/multipart        the multipart upload a commit has open, so an abort can find it
+    probe/<random>                       written and removed by :meth:`S3BlobStore.probe` at start
 
 A write streams into a multipart upload (or one ``PutObject`` when it fits in one part) directly at its final
 generation key and is only completed after its size and digest are verified, so nothing is ever copied again
 after completion and a refused write leaves nothing visible. New keys are written with ``If-None-Match: *``
 where the endpoint supports it, so nothing is ever overwritten.
+
+Correctness relies on no optional S3 feature. Every attempt at a staged chunk with different bytes gets its
+own key, so a conflicting resend can never replace the copy the metadata database recorded first, whether or
+not the endpoint honours ``If-None-Match``; the commit reads exactly the recorded copy. A commit copies big
+staged chunks server-side with ``UploadPartCopy`` and falls back to ``UploadPart`` with the bytes where the
+endpoint lacks it. Where ``AbortMultipartUpload`` is missing, an unwanted multipart upload is discarded by
+completing it with a single empty part and deleting the result, so no part is left behind.
+:meth:`S3BlobStore.probe` finds out at start what the endpoint supports.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
+import secrets
 import tempfile
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
@@ -71,16 +83,20 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+logger = logging.getLogger("blobstore.storage.s3")
+
 MIN_PART_SIZE = 5 * 1024 * 1024
 """S3's minimum size for every part of a multipart upload but the last."""
 DEFAULT_PART_SIZE = 8 * 1024 * 1024
 MAX_PRESIGN_SECONDS = 7 * 24 * 3600
 STAGING_DIR = "staging"
 MULTIPART_MARKER = "multipart"
+PROBE_DIR = "probe"
 _READ_PIECE = 1024 * 1024
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "NotFound", "NoSuchUpload", "404"})
 _EXISTS_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict", "412", "409"})
 _UNSUPPORTED_CODES = frozenset({"NotImplemented", "501"})
+_NO_ABORT_CODES = frozenset({"NotImplemented", "501", "MethodNotAllowed", "405"})
 _TRANSPORT_ERRORS = (BotoCoreError, Urllib3Error, OSError)
 
 
@@ -89,8 +105,12 @@ def error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
-def s3_error(exc: Exception) -> BlobstoreError:
-    """Map a botocore error onto the catalogue: a missing object is ``NotFound``, the rest unavailable."""
+def s3_error(exc: Exception, operation: str | None = None) -> BlobstoreError:
+    """Map a botocore error onto the catalogue: a missing object is ``NotFound``, the rest unavailable.
+
+    ``StorageUnavailable`` carries the S3 operation and the endpoint's error code (or the transport error's
+    class) for the logs, and is logged here with them: never credentials, keys' content or response bodies.
+    """
     if isinstance(exc, ClientError):
         code = error_code(exc)
         if code in _NOT_FOUND_CODES:
@@ -99,7 +119,36 @@ def s3_error(exc: Exception) -> BlobstoreError:
             return TooLarge()
         if code in _EXISTS_CODES:
             return Conflict()
-    return StorageUnavailable()
+        operation = exc.operation_name or operation
+    else:
+        code = type(exc).__name__
+    logger.warning("S3 %s failed: %s", operation or "request", code)
+    return StorageUnavailable(operation=operation, backend_code=code)
+
+
+_WORKER_OPERATIONS = {
+    "_hash_and_upload_part": "UploadPart",
+    "_read_exact": "GetObject",
+    "_read_and_hash": "GetObject",
+    "_read_all_and_close": "GetObject",
+}
+
+
+def _operation_name(method: str) -> str:
+    """``upload_part_copy`` -> ``UploadPartCopy``, as S3 names its operations."""
+    if method in _WORKER_OPERATIONS:
+        return _WORKER_OPERATIONS[method]
+    return "".join(word.capitalize() for word in method.strip("_").split("_"))
+
+
+@dataclass(frozen=True, slots=True)
+class S3Capabilities:
+    """What :meth:`S3BlobStore.probe` found the endpoint to support."""
+
+    conditional_writes: bool
+    """``If-None-Match: *`` refuses to replace an existing object."""
+    upload_part_copy: bool
+    abort_multipart_upload: bool
 
 
 def content_disposition(filename: str) -> str:
@@ -135,6 +184,8 @@ class S3BlobStore:
         self.storage_chunk_size = storage_chunk_size
         self.part_size = part_size
         self._conditional = conditional_writes
+        self._part_copy = True
+        self._abort = True
         self._limiter = anyio.CapacityLimiter(io_threads)
         self._client: S3Client = client or _new_client(endpoint_url, region, io_threads)
 
@@ -162,7 +213,7 @@ class S3BlobStore:
                 functools.partial(func, *args, **kwargs), limiter=self._limiter
             )
         except (ClientError, BotoCoreError, Urllib3Error) as exc:
-            raise s3_error(exc) from exc
+            raise s3_error(exc, _operation_name(getattr(func, "__name__", "request"))) from exc
         except OSError as exc:  # the local spool of a staged chunk
             raise from_os_error(exc) from without_path(exc)
 
@@ -174,7 +225,7 @@ class S3BlobStore:
                 limiter=self._limiter,
             )
         except _TRANSPORT_ERRORS as exc:
-            raise StorageUnavailable() from exc
+            raise s3_error(exc, _operation_name(operation)) from exc
 
     async def _call(self, operation: str, **kwargs: Any) -> Any:
         try:
@@ -303,11 +354,101 @@ class S3BlobStore:
             if not page.get("IsTruncated") or not token:
                 return
 
+    @property
+    def location(self) -> str:
+        """Bucket, prefix and endpoint, for messages (no credentials)."""
+        where = f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
+        return f"{where} at {self._client.meta.endpoint_url}"
+
     async def check(self) -> None:
+        """Readiness: the bucket answers. The failure names the bucket and endpoint, never credentials."""
+        await self._head_bucket("is not reachable")
+
+    async def _head_bucket(self, what: str) -> None:
         try:
-            await self._call("head_bucket")
+            await self._raw("head_bucket")
+        except ClientError as exc:
+            code = error_code(exc)
+            # HEAD answers have no body: a missing bucket is a bare 404.
+            code = "NoSuchBucket" if code in ("404", "NoSuchBucket") else code
+            logger.warning("S3 HeadBucket on %s failed: %s", self.location, code)
+            raise StorageUnavailable(
+                f"S3 bucket {self.location} {what} (HeadBucket: {code})",
+                operation="HeadBucket",
+                backend_code=code,
+            ) from exc
+        except StorageUnavailable as exc:
+            raise self._unavailable(exc, what) from exc
+
+    def _unavailable(self, exc: BlobstoreError, what: str) -> StorageUnavailable:
+        operation = getattr(exc, "operation", None)
+        code = getattr(exc, "backend_code", None) or exc.code
+        reason = f" ({operation}: {code})" if operation else f" ({code})"
+        return StorageUnavailable(
+            f"S3 bucket {self.location} {what}{reason}", operation=operation, backend_code=code
+        )
+
+    async def probe(self) -> S3Capabilities:
+        """Check at start that the bucket exists and is writable, and find out what the endpoint supports.
+
+        Writes, rewrites and deletes a small object under ``<prefix>/probe/``, and runs a one-part multipart
+        upload there that it either aborts or, where aborting is missing, completes and deletes, so nothing
+        stays behind. Raises ``StorageUnavailable`` naming the bucket and endpoint when it is not usable.
+        """
+        source = self._object_key(f"{PROBE_DIR}/{secrets.token_hex(8)}")
+        target = source + ".multipart"
+        await self._head_bucket("does not exist or is not reachable")
+        try:
+            await self._call("put_object", Key=source, Body=b"probe")
         except BlobstoreError as exc:
-            raise StorageUnavailable() from exc
+            raise self._unavailable(exc, "is not writable") from exc
+        try:
+            try:
+                await self._raw("put_object", Key=source, Body=b"again", IfNoneMatch="*")
+                replaced = True
+            except ClientError as exc:
+                if error_code(exc) not in _EXISTS_CODES | _UNSUPPORTED_CODES:
+                    raise s3_error(exc) from exc
+                replaced = error_code(exc) in _UNSUPPORTED_CODES
+            upload = _Multipart(self, target)
+            try:
+                await upload.start()
+                try:
+                    await self._raw(
+                        "upload_part_copy",
+                        Key=target,
+                        UploadId=upload.upload_id,
+                        PartNumber=1,
+                        CopySource={"Bucket": self.bucket, "Key": source},
+                    )
+                    self._part_copy = True
+                except ClientError as exc:
+                    if error_code(exc) not in _UNSUPPORTED_CODES:
+                        raise s3_error(exc) from exc
+                    self._part_copy = False
+                await upload.abort()
+            finally:
+                await self._call("delete_object", Key=target)
+        except BlobstoreError as exc:
+            raise self._unavailable(exc, "failed the capability probe") from exc
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._call("delete_object", Key=source)
+        self._conditional = self._conditional and not replaced
+        capabilities = S3Capabilities(self._conditional, self._part_copy, self._abort)
+        logger.info(
+            "S3 bucket %s: conditional writes %s, UploadPartCopy %s, AbortMultipartUpload %s",
+            self.location,
+            *(
+                "yes" if flag else "no"
+                for flag in (
+                    capabilities.conditional_writes,
+                    capabilities.upload_part_copy,
+                    capabilities.abort_multipart_upload,
+                )
+            ),
+        )
+        return capabilities
 
     async def close(self) -> None:
         self._client.close()
@@ -330,7 +471,18 @@ class S3BlobStore:
         aborted = 0
         markers: dict[str, str] = {}
         while True:
-            page = await self._call("list_multipart_uploads", Prefix=self._object_key(""), **markers)
+            try:
+                page = await self._raw("list_multipart_uploads", Prefix=self._object_key(""), **markers)
+            except ClientError as exc:
+                if error_code(exc) not in _UNSUPPORTED_CODES:
+                    raise s3_error(exc) from exc
+                # Such endpoints cannot list what an interrupted process left; every upload this store
+                # starts is completed or discarded by the process that started it.
+                logger.info(
+                    "S3 ListMultipartUploads is not supported (%s): no stale uploads to sweep",
+                    error_code(exc),
+                )
+                return aborted
             for upload in page.get("Uploads", []):
                 if await self._last_activity(upload) < older_than:
                     await self._abort_upload(upload["Key"], upload["UploadId"])
@@ -351,19 +503,59 @@ class S3BlobStore:
                 "list_parts", Key=upload["Key"], UploadId=upload["UploadId"], MaxParts=1000
             )
         except ClientError as exc:
-            if error_code(exc) in _NOT_FOUND_CODES:
+            if error_code(exc) in _NOT_FOUND_CODES | _NO_ABORT_CODES:
                 return newest
             raise s3_error(exc) from exc
         for part in parts.get("Parts", []):
             newest = max(newest, part["LastModified"])
         return newest
 
-    async def _abort_upload(self, object_key: str, upload_id: str) -> None:
+    async def _abort_upload(self, object_key: str, upload_id: str, *, may_be_complete: bool = False) -> None:
+        """Abort (or, lacking AbortMultipartUpload, discard) a multipart upload; a missing one is fine.
+
+        ``may_be_complete``: the upload may have been completed already (a commit's marker outlived it), and
+        its object is then a published blob that discarding must not touch.
+        """
+        if self._abort:
+            try:
+                await self._raw("abort_multipart_upload", Key=object_key, UploadId=upload_id)
+                return
+            except ClientError as exc:
+                code = error_code(exc)
+                if code in _NOT_FOUND_CODES:
+                    return
+                if code not in _NO_ABORT_CODES:
+                    raise s3_error(exc) from exc
+                self._abort = False
+                logger.warning(
+                    "S3 AbortMultipartUpload is not supported (%s): "
+                    "unwanted uploads are completed, then deleted",
+                    code,
+                )
+        if may_be_complete and await self._head(object_key) is not None:
+            return
+        await self._discard_upload(object_key, upload_id)
+
+    async def _discard_upload(self, object_key: str, upload_id: str) -> None:
+        """Free a multipart upload without ``AbortMultipartUpload``.
+
+        Part 1 is replaced by an empty part and the upload completed with it alone (S3 drops every part a
+        completion does not list), then the resulting empty object is deleted. ``object_key`` is the upload's
+        own random generation key, never a published blob's.
+        """
         try:
-            await self._raw("abort_multipart_upload", Key=object_key, UploadId=upload_id)
+            part = await self._raw("upload_part", Key=object_key, UploadId=upload_id, PartNumber=1, Body=b"")
+            await self._raw(
+                "complete_multipart_upload",
+                Key=object_key,
+                UploadId=upload_id,
+                MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]},
+            )
         except ClientError as exc:
-            if error_code(exc) not in _NOT_FOUND_CODES:
-                raise s3_error(exc) from exc
+            if error_code(exc) in _NOT_FOUND_CODES:
+                return
+            raise s3_error(exc) from exc
+        await self._call("delete_object", Key=object_key)
 
     async def sweep_temp(self, older_than: datetime, *, abandoned_before: datetime | None = None) -> int:
         """Interrupted puts leave only multipart uploads behind; abort the stale ones."""
@@ -387,7 +579,8 @@ class S3BlobStore:
         expected_sha256: str | None = None,
         expected_xxh3: str | None = None,
     ) -> ChunkReceipt:
-        object_key = self._staging_prefix(staging_ref) + str(validate_chunk_index(index))
+        prefix = self._staging_prefix(staging_ref)
+        validate_chunk_index(index)
         claimed_sha = normalize_sha256(expected_sha256) if expected_sha256 is not None else None
         claimed_xxh3 = normalize_xxh3(expected_xxh3) if expected_xxh3 is not None else None
         hasher = ChunkHasher(expected_length=expected_length, max_length=max_length)
@@ -398,25 +591,24 @@ class S3BlobStore:
                 await self._run(_hash_and_spool, hasher, spool, batch)
             digest = hasher.finish(expected_sha256=claimed_sha, expected_xxh3=claimed_xxh3)
             receipt = ChunkReceipt(index, digest.size, digest.sha256, digest.xxh3)
+            object_key = _chunk_key(prefix, index, receipt.sha256)
+            # Another copy of this index with other bytes: refused here, and never replaced, since every
+            # content has its own key. Two different copies racing both land; the metadata database keeps the
+            # first one recorded and the commit reads exactly that one.
+            async for item in self._list(f"{prefix}{index}."):
+                if item["Key"] != object_key:
+                    raise ChunkConflict(index=index)
             metadata = {"sha256": receipt.sha256, "xxh3": receipt.xxh3}
-            if await self._put_new(object_key, spool, ContentLength=receipt.size, Metadata=metadata):
-                return receipt
-            return await self._compare_staged(object_key, receipt)
+            await self._call(
+                "put_object",
+                Key=object_key,
+                Body=_rewound(spool),
+                ContentLength=receipt.size,
+                Metadata=metadata,
+            )
+            return receipt
         finally:
             spool.close()
-
-    async def _compare_staged(self, object_key: str, receipt: ChunkReceipt) -> ChunkReceipt:
-        head = await self._head(object_key)
-        if head is None:
-            # A conditional write of the same index is still in flight elsewhere; the client may retry.
-            raise Conflict()
-        metadata = head.get("Metadata", {})
-        existing = ChunkReceipt(
-            receipt.index, int(head["ContentLength"]), metadata.get("sha256", ""), metadata.get("xxh3", "")
-        )
-        if existing != receipt:
-            raise ChunkConflict(index=receipt.index)
-        return existing
 
     async def stage_commit(
         self,
@@ -446,7 +638,7 @@ class S3BlobStore:
         return BlobInfo(key, digest.size, digest.sha256, digest.chunk_size, digest.chunk_xxh3)
 
     def _staged(self, prefix: str, receipt: ChunkReceipt, writer: HashingWriter) -> _StagedChunk:
-        return _StagedChunk(self, prefix + str(receipt.index), receipt, writer)
+        return _StagedChunk(self, prefix, receipt, writer)
 
     async def _commit_multipart(
         self,
@@ -467,11 +659,18 @@ class S3BlobStore:
             for position, receipt in enumerate(chunks):
                 staged = self._staged(prefix, receipt, writer)
                 is_last = position == len(chunks) - 1
-                if not pending and receipt.size > 0 and (receipt.size >= MIN_PART_SIZE or is_last):
+                own_part = receipt.size > 0 and (receipt.size >= MIN_PART_SIZE or is_last)
+                if not pending and own_part and self._part_copy:
                     # Big enough to be a part on its own: read it only to hash it, and let S3 copy the bytes.
                     async for _ in staged.pieces():
                         pass
-                    await upload.copy(staged)
+                    if not await upload.copy(staged):
+                        # No UploadPartCopy on this endpoint: send the (already hashed) bytes instead.
+                        async for piece in staged.pieces(hash_into_commit=False):
+                            pending += piece
+                            while len(pending) >= self.part_size:
+                                await upload.send(bytes(pending[: self.part_size]))
+                                del pending[: self.part_size]
                 else:
                     # Small chunks are joined into parts of at least the S3 minimum.
                     async for piece in staged.pieces():
@@ -497,7 +696,7 @@ class S3BlobStore:
         prefix = self._staging_prefix(staging_ref)
         marker = await self._read_marker(prefix + MULTIPART_MARKER)
         if marker is not None:
-            await self._abort_upload(marker["key"], marker["upload_id"])
+            await self._abort_upload(marker["key"], marker["upload_id"], may_be_complete=True)
         keys = [item["Key"] async for item in self._list(prefix)]
         for start in range(0, len(keys), 1000):
             batch = [{"Key": k} for k in keys[start : start + 1000]]
@@ -531,29 +730,41 @@ class S3BlobStore:
 
 
 class _StagedChunk:
-    """A staged chunk read back, hashed into the commit's writer and checked against its receipt."""
+    """A staged chunk read back, hashed into the commit's writer and checked against its receipt.
 
-    def __init__(
-        self, store: S3BlobStore, object_key: str, receipt: ChunkReceipt, writer: HashingWriter
-    ) -> None:
+    It is the copy the receipt (the metadata's record) names, under its content's own key; uploads staged
+    before that layout kept the chunk under its bare index, which is read when the content key is missing.
+    """
+
+    def __init__(self, store: S3BlobStore, prefix: str, receipt: ChunkReceipt, writer: HashingWriter) -> None:
         self.store = store
-        self.object_key = object_key
+        self.object_key = _chunk_key(prefix, receipt.index, receipt.sha256)
+        self.legacy_key = prefix + str(receipt.index)
         self.receipt = receipt
         self.writer = writer
         self.etag: str | None = None
 
-    async def pieces(self) -> AsyncIterator[bytes]:
-        try:
-            response = await self.store._raw("get_object", Key=self.object_key)
-        except ClientError as exc:
-            if error_code(exc) in _NOT_FOUND_CODES:
-                raise UploadIncomplete(missing=[self.receipt.index]) from exc
-            raise s3_error(exc) from exc
+    async def _open(self) -> Any:
+        for object_key in (self.object_key, self.legacy_key):
+            try:
+                response = await self.store._raw("get_object", Key=object_key)
+            except ClientError as exc:
+                if error_code(exc) in _NOT_FOUND_CODES:
+                    continue
+                raise s3_error(exc) from exc
+            self.object_key = object_key
+            return response
+        raise UploadIncomplete(missing=[self.receipt.index])
+
+    async def pieces(self, *, hash_into_commit: bool = True) -> AsyncIterator[bytes]:
+        """The chunk's bytes, hashed into the commit's writer unless ``hash_into_commit`` is false."""
+        response = await self._open()
         self.etag = response.get("ETag")
         body = response["Body"]
         check = ChunkHasher()
+        writer = self.writer if hash_into_commit else None
         try:
-            while piece := await self.store._run(_read_and_hash, body, self.writer, check):
+            while piece := await self.store._run(_read_and_hash, body, writer, check):
                 yield piece
         finally:
             body.close()
@@ -599,20 +810,32 @@ class _Multipart:
         )
         self.parts.append({"PartNumber": number, "ETag": response["ETag"]})
 
-    async def copy(self, staged: _StagedChunk) -> None:
+    async def copy(self, staged: _StagedChunk) -> bool:
+        """Copy a staged chunk server-side as the next part; False when the endpoint has no UploadPartCopy."""
         upload_id = await self.start()
         number = len(self.parts) + 1
         extra = {"CopySourceIfMatch": staged.etag} if staged.etag else {}
         # The ETag condition makes S3 copy exactly the bytes that were just hashed.
-        response = await self.store._call(
-            "upload_part_copy",
-            Key=self.object_key,
-            UploadId=upload_id,
-            PartNumber=number,
-            CopySource={"Bucket": self.store.bucket, "Key": staged.object_key},
-            **extra,
-        )
+        try:
+            response = await self.store._raw(
+                "upload_part_copy",
+                Key=self.object_key,
+                UploadId=upload_id,
+                PartNumber=number,
+                CopySource={"Bucket": self.store.bucket, "Key": staged.object_key},
+                **extra,
+            )
+        except ClientError as exc:
+            if error_code(exc) not in _UNSUPPORTED_CODES:
+                raise s3_error(exc) from exc
+            self.store._part_copy = False
+            logger.warning(
+                "S3 UploadPartCopy is not supported (%s): parts are uploaded with their bytes",
+                error_code(exc),
+            )
+            return False
         self.parts.append({"PartNumber": number, "ETag": response["CopyPartResult"]["ETag"]})
+        return True
 
     async def complete(self) -> None:
         store = self.store
@@ -665,6 +888,11 @@ def _new_client(endpoint_url: str | None, region: str | None, io_threads: int) -
     return client
 
 
+def _chunk_key(prefix: str, index: int, sha256: str) -> str:
+    """The staging key of one content of chunk ``index``: each distinct content has its own."""
+    return f"{prefix}{index}.{sha256}"
+
+
 def _normalize_prefix(prefix: str) -> str:
     cleaned = prefix.strip("/")
     if not cleaned:
@@ -701,10 +929,11 @@ def _read_all_and_close(body: Any) -> bytes:
         body.close()
 
 
-def _read_and_hash(body: Any, writer: HashingWriter, check: ChunkHasher) -> bytes:
+def _read_and_hash(body: Any, writer: HashingWriter | None, check: ChunkHasher) -> bytes:
     piece: bytes = body.read(_READ_PIECE)
     if piece:
-        writer.update(piece)
+        if writer is not None:
+            writer.update(piece)
         check.update(piece)
     return piece
 

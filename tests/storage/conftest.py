@@ -1,4 +1,7 @@
-"""The ``store`` fixture runs every contract test against the memory, local-disk and S3 backends."""
+"""The ``store`` fixture runs every contract test against the memory, local-disk and S3 backends.
+
+S3 runs on two implementations: moto (``s3``) and s3rver (``s3rver``), which lacks optional S3 features.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +20,18 @@ STORAGE_CHUNK = 64 * 1024
 FlipByte = Callable[[BlobStore, str, int], Awaitable[None]]
 
 
-@pytest.fixture(params=["memory", "local", pytest.param("s3", marks=pytest.mark.s3)])
+S3_ENDPOINTS = ["s3", "s3rver"]
+"""Fixture-name prefixes of the S3 implementations: ``<name>_storage_url``, ``_endpoint_url``, ``_client``."""
+
+
+@pytest.fixture(
+    params=[
+        "memory",
+        "local",
+        pytest.param("s3", marks=pytest.mark.s3),
+        pytest.param("s3rver", marks=pytest.mark.s3),
+    ]
+)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[BlobStore]:
     kind = request.param
     endpoint: str | None = None
@@ -26,10 +40,10 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     elif kind == "local":
         url = f"file://{tmp_path / 'store'}"
     else:
-        url = request.getfixturevalue("s3_storage_url")
-        endpoint = request.getfixturevalue("s3_endpoint_url")
+        url = request.getfixturevalue(f"{kind}_storage_url")
+        endpoint = request.getfixturevalue(f"{kind}_endpoint_url")
     opened = open_blob_store(url, s3_endpoint_url=endpoint, storage_chunk_size=STORAGE_CHUNK, io_threads=4)
-    assert opened.kind == kind
+    assert opened.kind == ("s3" if kind in S3_ENDPOINTS else kind)
     yield opened
     await opened.close()
 
@@ -48,7 +62,8 @@ def flip_byte(request: pytest.FixtureRequest) -> FlipByte:
                 handle.seek(offset)
                 handle.write(bytes([original[0] ^ 0xFF]))
         elif isinstance(store, S3BlobStore):
-            client: Any = request.getfixturevalue("s3_client")
+            implementation = request.node.callspec.params["store"]
+            client: Any = request.getfixturevalue(f"{implementation}_client")
             object_key = f"{store.prefix}/{key}"
             data = bytearray(client.get_object(Bucket=store.bucket, Key=object_key)["Body"].read())
             data[offset] ^= 0xFF

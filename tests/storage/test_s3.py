@@ -148,7 +148,7 @@ async def test_multipart_commit_with_a_wrong_digest_aborts_and_keeps_the_chunks(
         await s3_store.stage_commit("u_wrong", receipts, expected_sha256=sha(b"other"))
     assert pending_uploads(s3_client, s3_location) == []
     assert await keys_of(s3_store) == set()
-    staged = [f"{s3_location.prefix}/staging/u_wrong/{i}" for i in range(6)]
+    staged = [f"{s3_location.prefix}/staging/u_wrong/{i}.{sha(piece)}" for i, piece in enumerate(pieces)]
     assert object_keys(s3_client, s3_location) == sorted(staged)
 
 
@@ -260,21 +260,29 @@ async def test_without_conditional_writes_a_conflicting_resend_is_still_refused(
     await store.close()
 
 
-async def test_an_endpoint_without_conditional_writes_is_detected_and_served(
+async def test_an_endpoint_refusing_conditional_writes_is_detected_and_served(
     s3_store: S3BlobStore,
 ) -> None:
-    """No endpoint here lacks If-None-Match, so its NotImplemented answer is injected before the client."""
+    """Older endpoints answer If-None-Match with NotImplemented; that answer is injected before the client."""
     refused: list[str] = []
     refuse_conditional = conditional_refuser(refused)
     s3_store.client.meta.events.register("before-call.s3.PutObject", refuse_conditional)
-    await s3_store.stage_begin("u_old", chunk_size=10)
-    receipt = await s3_store.stage_put("u_old", 0, chunks_of(b"0123456789"))
+    blob = await s3_store.put(chunks_of(b"0123456789"))
     assert not s3_store.conditional_writes
-    with pytest.raises(ChunkConflict):
-        await s3_store.stage_put("u_old", 0, chunks_of(b"9876543210"))
-    blob = await s3_store.stage_commit("u_old", [receipt])
     assert await read_all(s3_store, blob) == b"0123456789"
     assert refused == ["PutObject"]
+
+
+async def test_staging_a_chunk_needs_no_conditional_write(s3_store: S3BlobStore) -> None:
+    refused: list[str] = []
+    s3_store.client.meta.events.register("before-call.s3.PutObject", conditional_refuser(refused))
+    await s3_store.stage_begin("u_plain", chunk_size=10)
+    receipt = await s3_store.stage_put("u_plain", 0, chunks_of(b"0123456789"))
+    with pytest.raises(ChunkConflict):
+        await s3_store.stage_put("u_plain", 0, chunks_of(b"9876543210"))
+    assert refused == []
+    blob = await s3_store.stage_commit("u_plain", [receipt])
+    assert await read_all(s3_store, blob) == b"0123456789"
 
 
 async def test_a_multipart_completion_without_conditional_writes_falls_back(s3_store: S3BlobStore) -> None:
