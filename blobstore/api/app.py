@@ -76,7 +76,13 @@ def create_app(
     )
     install_error_handlers(app)
     body_cap = settings.max_artifact_size + MULTIPART_ALLOWANCE
-    app.add_middleware(BodyGuard, timeout=settings.body_timeout_seconds, max_body=body_cap)
+    app.add_middleware(
+        BodyGuard,
+        timeout=settings.body_timeout_seconds,
+        max_body=body_cap,
+        min_rate=settings.min_body_rate,
+        window=settings.min_body_rate_window_seconds,
+    )
     app.include_router(health.router)
     app.include_router(uploads.router)
     app.include_router(artifacts.router)
