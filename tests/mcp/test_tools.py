@@ -156,6 +156,23 @@ async def test_read_artifact_tool_returns_a_window_as_content_blocks(
     assert (error["code"], error["first"]) == ("range_required", window_uri(dataset.big.id, 0, MiB))
 
 
+async def test_read_artifact_clamps_a_huge_length_and_refuses_a_huge_offset(
+    dataset: Dataset, request: pytest.FixtureRequest
+) -> None:
+    huge = 10**25
+    async with connect("memory", dataset, request) as client:
+        clamped = await client.call_tool(
+            "read_artifact", {"uri": dataset.big.uri, "offset": 7, "length": huge}
+        )
+        far = await client.call_tool("read_artifact", {"uri": dataset.big.uri, "offset": huge, "length": 10})
+        in_uri = await client.call_tool("read_artifact", {"uri": f"{dataset.big.uri}?offset=0&length={huge}"})
+    _summary, embedded = clamped.content
+    assert base64.b64decode(embedded.resource.blob) == dataset.big_bytes[7 : 7 + MiB]  # type: ignore[union-attr]
+    assert failure(far)["code"] == "range_not_satisfiable"
+    assert in_uri.structured_content is not None
+    assert in_uri.structured_content["window"]["length"] == MiB
+
+
 async def test_tools_are_listed_with_schemas(dataset: Dataset, request: pytest.FixtureRequest) -> None:
     async with connect("memory", dataset, request) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
