@@ -137,6 +137,40 @@ async def test_upload_tool_errors_are_tool_errors_with_codes(
         assert unknown["code"] == "not_found"
 
 
+@pytest.mark.parametrize("transport", ["http", "http-legacy"], indirect=True)
+async def test_an_oversized_chunk_over_streamable_http_is_the_limit_exceeded_tool_error(
+    transport: str, dataset: Dataset, request: pytest.FixtureRequest
+) -> None:
+    """A chunk too large for the tool must reach the tool, not the transport's own body limit."""
+    async with connect(transport, dataset, request) as client:
+        begun = facts(await client.call_tool("upload_begin", {"name": "o.bin", "size": 8 * MiB}))
+        for raw in (3 * MiB, 4 * MiB):  # 4 and 5.3 MiB of base64: over the SDK's default 4 MiB body limit
+            refused = await client.call_tool(
+                "upload_chunk", {"upload_id": begun["upload_id"], "index": 0, "data": b64(os.urandom(raw))}
+            )
+            assert (failure(refused)["code"], failure(refused)["maxChunk"]) == ("limit_exceeded", 2 * MiB)
+        status = facts(await client.call_tool("upload_status", {"upload_id": begun["upload_id"]}))
+        assert status["received_bytes"] == 0
+
+
+@pytest.mark.parametrize("transport", ["http", "http-legacy"], indirect=True)
+async def test_a_request_too_large_for_any_chunk_is_a_limit_exceeded_protocol_error(
+    transport: str, dataset: Dataset, request: pytest.FixtureRequest
+) -> None:
+    """Far past the chunk limit the body is refused before it is read, still with the catalogue code."""
+    from mcp.shared.exceptions import MCPError
+
+    async with connect(transport, dataset, request) as client:
+        begun = facts(await client.call_tool("upload_begin", {"name": "h.bin", "size": 8 * MiB}))
+        with pytest.raises(MCPError) as caught:
+            await client.call_tool(
+                "upload_chunk",
+                {"upload_id": begun["upload_id"], "index": 0, "data": b64(os.urandom(6 * MiB))},
+            )
+    assert caught.value.code == -32602
+    assert (caught.value.data["reason"], caught.value.data["maxChunk"]) == ("limit_exceeded", 2 * MiB)
+
+
 async def test_read_artifact_tool_returns_a_window_as_content_blocks(
     dataset: Dataset, request: pytest.FixtureRequest
 ) -> None:
