@@ -19,7 +19,7 @@ from blobstore import __version__
 from blobstore.api import tus
 from blobstore.api.deps import STATE_KEY, AppState
 from blobstore.api.errors import install_error_handlers
-from blobstore.api.guard import MULTIPART_ALLOWANCE, BodyGuard
+from blobstore.api.guard import MULTIPART_ALLOWANCE, BodyGuard, MessageGuard
 from blobstore.api.routes import artifacts, health, uploads
 from blobstore.config import Settings
 from blobstore.service import ArtifactService
@@ -83,6 +83,7 @@ def create_app(
         min_rate=settings.min_body_rate,
         window=settings.min_body_rate_window_seconds,
     )
+    app.add_middleware(MessageGuard)  # outermost: a malformed message never reaches the body guard
     app.include_router(health.router)
     app.include_router(uploads.router)
     app.include_router(artifacts.router)

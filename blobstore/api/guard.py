@@ -18,6 +18,7 @@ The size cap is a backstop for every endpoint (each endpoint has its own, smalle
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections import deque
 
@@ -143,3 +144,49 @@ class BodyGuard:
             return message
 
         await self.app(scope, guarded, send)
+
+
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+"""CTL characters other than HTAB (RFC 9110 §5.5); obs-text (0x80-0xFF) is allowed."""
+
+
+class MessageGuard:
+    """Refuse, before any route runs, a request whose header values hold control characters or whose body
+    framing is ambiguous. Both are ``400 invalid_request`` problems.
+
+    Some ASGI servers refuse such requests themselves before the app sees them (docs/security.md says which);
+    this answers the rest the same way.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        chunked = sized = False
+        for name, value in scope.get("headers", ()):
+            if _CONTROL.search(value):
+                # RFC 9110 §5.5: "Field values containing CR, LF, or NUL characters are invalid and dangerous
+                # ... a recipient ... MUST either reject the message or replace each of those characters with
+                # SP"; other CTLs are invalid too. Rejecting covers both. The value is not repeated.
+                error = InvalidRequest(
+                    "a header value contains control characters", header=name.decode("latin-1")
+                )
+                await error_response(error)(scope, receive, send)
+                return
+            chunked = chunked or name == b"transfer-encoding"
+            sized = sized or name == b"content-length"
+        if chunked and sized:
+            # RFC 9112 §6.1: "A server MAY reject a request that contains both Content-Length and
+            # Transfer-Encoding or process such a request in accordance with the Transfer-Encoding alone.
+            # Regardless, the server MUST close the connection after responding to such a request to avoid
+            # the potential attacks." Rejected, and "Connection: close" makes the server close it.
+            response = error_response(
+                InvalidRequest("a request must not carry both Transfer-Encoding and Content-Length")
+            )
+            response.headers["connection"] = "close"
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)

@@ -44,7 +44,7 @@ def head_bytes(method: str, target: str, headers: list[tuple[str, str]] | list[t
     return b"\r\n".join(lines) + b"\r\n\r\n"
 
 
-class _Reader:
+class Reader:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.buffer = b""
@@ -110,7 +110,7 @@ def exchange(url: str, request: bytes) -> RawResponse:
     """Send ``request`` whole and read the response."""
     with connect(url) as sock:
         sock.sendall(request)
-        reader = _Reader(sock)
+        reader = Reader(sock)
         deadline = time.monotonic() + ANSWER_DEADLINE_SECONDS
         while time.monotonic() < deadline:
             response = reader.complete()
@@ -130,7 +130,7 @@ def send_paced(
     answers; returns the answer (read to its end). Fails if nothing comes within the deadline."""
     with connect(url) as sock:
         sock.sendall(head)
-        reader = _Reader(sock)
+        reader = Reader(sock)
         sent = 0
         exhausted = False
         deadline = time.monotonic() + ANSWER_DEADLINE_SECONDS
