@@ -46,9 +46,10 @@ class MinimumRate:
     """The minimum body rate as a sliding window over the time spent waiting for the client.
 
     From ``window`` seconds of waiting on, the bytes that arrived during the last ``window`` seconds of
-    waiting must be at least ``rate * window``. Arrivals are kept in at most ``_SLOTS + 1`` slots (each
-    stamped with its latest arrival, which errs towards the client), so the cost per message stays constant
-    however small the pieces are.
+    waiting must be at least ``rate * window``. Arrivals are grouped into slots spanning at most
+    ``window / _SLOTS`` seconds each (a slot's bytes count until its latest arrival leaves the window, which
+    errs towards the client by less than one slot), so the cost per message stays constant however small the
+    pieces are.
     """
 
     _SLOTS = 16
@@ -58,7 +59,8 @@ class MinimumRate:
         self.window = window
         self.need = rate * window
         self._slot = window / self._SLOTS
-        self._arrivals: deque[list[float]] = deque()  # [waited seconds at the latest arrival, bytes]
+        # [waited seconds at the slot's first arrival, at its latest arrival, bytes]
+        self._arrivals: deque[list[float]] = deque()
         self.waited = 0.0
 
     def record(self, size: int) -> None:
@@ -66,11 +68,11 @@ class MinimumRate:
             return
         if self._arrivals and self.waited - self._arrivals[-1][0] < self._slot:
             last = self._arrivals[-1]
-            last[0] = self.waited
-            last[1] += size
+            last[1] = self.waited
+            last[2] += size
         else:
-            self._arrivals.append([self.waited, float(size)])
-        while self._arrivals and self._arrivals[0][0] <= self.waited - self.window:
+            self._arrivals.append([self.waited, self.waited, float(size)])
+        while self._arrivals and self._arrivals[0][1] <= self.waited - self.window:
             self._arrivals.popleft()
 
     def allowance(self) -> float:
@@ -78,7 +80,7 @@ class MinimumRate:
         if self.need <= 0:
             return math.inf
         at = max(self.waited, self.window)
-        recent = [(stamp, size) for stamp, size in self._arrivals if stamp > at - self.window]
+        recent = [(stamp, size) for _first, stamp, size in self._arrivals if stamp > at - self.window]
         remaining = sum(size for _stamp, size in recent)
         if remaining < self.need:
             return at - self.waited

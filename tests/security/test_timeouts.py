@@ -198,5 +198,34 @@ def test_a_trickle_at_half_the_minimum_rate_is_cut_within_the_first_window(
     assert rate.waited + allowance <= window
 
 
+@given(
+    min_rate=st.integers(1, 10**6),
+    window=st.floats(0.5, 120),
+    burst_share=st.floats(0.01, 1),
+    gap_share=st.floats(0.0005, 0.05),
+)
+def test_a_fast_start_buys_no_more_than_one_window_of_trickling(
+    min_rate: int, window: float, burst_share: float, gap_share: float
+) -> None:
+    """Bytes count for one window only: a burst (up to a thousand windows' worth) followed by a trickle of
+    tiny, frequent pieces is cut once the burst has left the window."""
+    rate = MinimumRate(min_rate, window)
+    rate.waited = window * burst_share
+    rate.record(1000 * math.ceil(min_rate * window))
+    burst_at = rate.waited
+    gap = window * gap_share
+    piece = 1 if min_rate * gap < 2 else math.floor(min_rate * gap / 2)
+    gap = max(gap, 2 * piece / min_rate)  # at most half the rate
+    for _ in range(5000):
+        allowance = rate.allowance()
+        if allowance <= gap:
+            break
+        rate.waited += gap
+        rate.record(piece)
+    else:
+        raise AssertionError("never cut")
+    assert rate.waited + allowance <= max(burst_at, 0) + window + window / 16 + gap
+
+
 def test_a_rate_of_zero_never_cuts() -> None:
     assert MinimumRate(0, 30).allowance() == math.inf
