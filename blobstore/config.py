@@ -48,6 +48,12 @@ class Settings(BaseSettings):
     """How long the answer to "is any token active?" (local mode or not) is reused."""
     body_timeout_seconds: float = Field(default=60.0, gt=0)
     """A request body that delivers nothing for this long is abandoned (``request_timeout``)."""
+    min_body_rate: int = Field(default=500, ge=0)
+    """Bytes per second a request body must average over ``min_body_rate_window_seconds`` (like Apache
+    ``mod_reqtimeout`` ``MinRate``), or it is cut with ``request_timeout``; 0 turns the check off. Only time
+    spent waiting for the client counts: a server that is slow to read never makes a client too slow."""
+    min_body_rate_window_seconds: float = Field(default=30.0, gt=0)
+    """The span the minimum body rate is averaged over; a body is measured from its first full window on."""
 
     # Sizes and limits.
     max_artifact_size: int = Field(default=5 * GiB, gt=0)

@@ -162,15 +162,27 @@ def window(offset: int | None, length: int | None, size: int, max_window: int) -
     return Window(start, min(wanted, size - start), size)
 
 
+_ANY_DIGITS = re.compile(r"[0-9]+")
+BEYOND_ANY_SIZE = 10**19
+"""What a window value of more than 19 significant digits stands for: past any size the store can hold (and
+past a signed 64-bit integer), so a ``length`` clamps like any long one and an ``offset`` is past the end."""
+
+
 def parse_window_params(offset: str | None, length: str | None) -> tuple[int | None, int | None]:
-    """Parse decimal ``offset``/``length`` query values; anything but plain digits is ``InvalidRange``."""
+    """Parse decimal ``offset``/``length`` query values; anything but plain digits is ``InvalidRange``.
+
+    Any number of digits is a number: a huge ``length`` is clamped and a huge ``offset`` is past the end
+    (:func:`window`), exactly as a merely large one. Values beyond 19 significant digits are read as
+    :data:`BEYOND_ANY_SIZE` rather than converted, so no numeral costs more than its scan.
+    """
 
     def one(name: str, text: str | None) -> int | None:
         if text is None:
             return None
-        if not _DIGITS.fullmatch(text):
+        if not _ANY_DIGITS.fullmatch(text):
             raise InvalidRange(f"{name} must be a non-negative decimal integer")
-        return int(text)
+        significant = text.lstrip("0") or "0"
+        return int(significant) if len(significant) <= 19 else BEYOND_ANY_SIZE
 
     return one("offset", offset), one("length", length)
 

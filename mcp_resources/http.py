@@ -4,9 +4,12 @@
 answers on whatever path the host routes to it) and ``lifespan(service)`` builds the MCP server for the opened
 service and runs the SDK's session manager for as long as the host app lives (a mounted sub-application's own
 lifespan never runs). The manager is stateless, so any replica can answer any request of either protocol era;
-the request-body limit admits one upload chunk (base64) plus the JSON around it; DNS-rebinding protection
-checks ``Host``/``Origin`` against the configured addresses, and lets the ``BLOBSTORE_CORS_ORIGINS`` pages in
-(the app's CORS middleware answers their preflights and stamps the CORS headers, here as everywhere).
+the request-body limit admits an upload chunk of up to twice the chunk limit (base64) plus the JSON around it,
+so that a chunk over the limit reaches the tool and gets its ``limit_exceeded`` tool error, and a body past
+even that is refused with a JSON-RPC error of the same code (never the SDK's ``text/plain`` 413);
+DNS-rebinding protection checks ``Host``/``Origin`` against the configured addresses, and lets the
+``BLOBSTORE_CORS_ORIGINS`` pages in (the app's CORS middleware answers their preflights and stamps the CORS
+headers, here as everywhere).
 
 Answers are plain JSON (``application/json``, a legal streamable-HTTP response to a client that accepts both
 types) unless the request needs a stream: a call of a tool that reports progress with a progress token, or a
@@ -26,14 +29,16 @@ from mcp.server import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from blobstore.api.errors import error_response
 from blobstore.auth import Authenticator, authenticator_for
 from blobstore.config import Settings
-from blobstore.errors import BlobstoreError, Unauthorized
+from blobstore.errors import BlobstoreError, LimitExceeded, Unauthorized
 from blobstore.models import Caller
 from blobstore.service import ArtifactService
+from mcp_resources.errors import to_mcp_error
 from mcp_resources.server import create_server
 from mcp_resources.tools import PROGRESS_TOOLS
 
@@ -55,11 +60,39 @@ def caller_for_request(request: Request | None, settings: Settings) -> Caller:
 
 
 def max_request_body(settings: Settings) -> int:
-    """Room for the largest upload chunk as base64 plus its JSON-RPC envelope, and never below the SDK
-    default.
+    """Room for an upload chunk of twice the chunk limit as base64 plus its JSON-RPC envelope, and never below
+    the SDK default: a client that sends chunks somewhat too large gets the tool's ``limit_exceeded`` with the
+    limit to use, rather than a transport refusal it cannot act on.
     """
-    chunk_b64 = 4 * -(-settings.mcp_chunk_max // 3)
+    chunk_b64 = 4 * -(-(2 * settings.mcp_chunk_max) // 3)
     return max(DEFAULT_MAX_REQUEST_BODY_SIZE, chunk_b64 + JSON_ENVELOPE_BYTES)
+
+
+def _too_large(settings: Settings) -> LimitExceeded:
+    limit = max_request_body(settings)
+    return LimitExceeded(
+        f"an MCP request body may carry at most {limit} bytes, and a chunk sent over MCP at most "
+        f"{settings.mcp_chunk_max} bytes",
+        max_chunk=settings.mcp_chunk_max,
+        max_body=limit,
+    )
+
+
+async def _refuse_as_jsonrpc(exc: LimitExceeded, scope: Scope, receive: Receive, send: Send) -> None:
+    """413 with a JSON-RPC error body: the request's id is unknown before its body is read, so it is null (the
+    SDK client answers the pending request with it)."""
+    error = to_mcp_error(exc)
+    body = {"jsonrpc": "2.0", "id": None, "error": error.error.model_dump(mode="json", exclude_none=True)}
+    response = Response(json.dumps(body), status_code=413, media_type="application/json")
+    await response(scope, receive, send)
+
+
+def _declared_length(scope: Scope) -> int | None:
+    """``Content-Length``; the API's body guard has refused a malformed one before this app runs."""
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length" and value.isdigit():
+            return int(value)
+    return None
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:
@@ -195,10 +228,19 @@ class McpHttpExtension:
         if scope.get("method") != "POST":
             await manager.handle_request(scope, receive, send)
             return
+        limit = max_request_body(self.settings)
+        declared = _declared_length(scope)
+        if declared is not None and declared > limit:
+            await _refuse_as_jsonrpc(_too_large(self.settings), scope, receive, send)
+            return
         try:
-            messages, body = await _read_body(receive, max_request_body(self.settings))
-        except BlobstoreError as exc:  # a stalled body (request_timeout) or one over the app's cap
+            messages, body = await _read_body(receive, limit)
+        except BlobstoreError as exc:  # a stalled or trickling body (request_timeout)
             await error_response(exc)(scope, receive, send)
+            return
+        if body is None and messages[-1]["type"] == "http.request":
+            # Past the limit without a Content-Length: a JSON-RPC error, never the SDK's text/plain 413.
+            await _refuse_as_jsonrpc(_too_large(self.settings), scope, receive, send)
             return
         chosen = manager if body is None or needs_event_stream(body) else json_manager
         await chosen.handle_request(scope, _replaying(messages, receive), send)

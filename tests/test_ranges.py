@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from blobstore.errors import InvalidRange, RangeNotSatisfiable
 from blobstore.ranges import (
+    BEYOND_ANY_SIZE,
     ByteRange,
     RangeSpec,
     coalesce,
@@ -179,6 +180,32 @@ def test_window_is_the_clamped_slice(offset: int, length: int | None, size: int)
 def test_window_params_must_be_plain_digits(offset: str | None, length: str | None) -> None:
     with pytest.raises(InvalidRange):
         parse_window_params(offset, length)
+
+
+@given(st.integers(0, 10**40), st.integers(0, 30))
+def test_window_params_of_any_number_of_digits_are_numbers(value: int, zeros: int) -> None:
+    text = "0" * zeros + str(value)
+    expected = value if value < 10**19 else BEYOND_ANY_SIZE
+    assert parse_window_params(text, text) == (expected, expected)
+
+
+@given(st.integers(10**19, 10**60), st.integers(1, 2 * SIZE), st.integers(0, 2 * SIZE))
+def test_a_huge_length_is_clamped_and_a_huge_offset_is_past_the_end(
+    huge: int, size: int, offset: int
+) -> None:
+    max_window = 1024
+    parsed_offset, parsed_length = parse_window_params(str(min(offset, size)), str(huge))
+    assert window(parsed_offset, parsed_length, size, max_window) == window(
+        min(offset, size), max_window, size, max_window
+    )
+    far, _ = parse_window_params(str(huge), None)
+    with pytest.raises(RangeNotSatisfiable):
+        window(far, None, size, max_window)
+
+
+def test_a_numeral_of_thousands_of_digits_is_read_without_converting_it() -> None:
+    # int() refuses strings of more than 4300 digits; the parser never gets there.
+    assert parse_window_params("9" * 100_000, "0" * 100_000 + "7") == (BEYOND_ANY_SIZE, 7)
 
 
 def test_zero_length_window_is_invalid() -> None:

@@ -20,7 +20,7 @@ from blobstore.api import tus
 from blobstore.api.cors import Cors
 from blobstore.api.deps import STATE_KEY, AppState
 from blobstore.api.errors import install_error_handlers
-from blobstore.api.guard import MULTIPART_ALLOWANCE, BodyGuard
+from blobstore.api.guard import MULTIPART_ALLOWANCE, BodyGuard, MessageGuard
 from blobstore.api.routes import artifacts, health, uploads
 from blobstore.config import Settings
 from blobstore.service import ArtifactService
@@ -81,9 +81,16 @@ def create_app(
     )
     install_error_handlers(app)
     body_cap = settings.max_artifact_size + MULTIPART_ALLOWANCE
-    app.add_middleware(BodyGuard, timeout=settings.body_timeout_seconds, max_body=body_cap)
+    app.add_middleware(
+        BodyGuard,
+        timeout=settings.body_timeout_seconds,
+        max_body=body_cap,
+        min_rate=settings.min_body_rate,
+        window=settings.min_body_rate_window_seconds,
+    )
+    app.add_middleware(MessageGuard)  # a malformed message never reaches the body guard
     if settings.cors_origins:
-        # Outermost of the two, so that the guard's refusals (413, 408) reach the page too.
+        # Outermost, so that the guards' refusals (400, 413, 408) reach the page too.
         app.add_middleware(Cors, origins=settings.cors_origins)
     app.include_router(health.router)
     app.include_router(uploads.router)

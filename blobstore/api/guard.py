@@ -1,9 +1,14 @@
-"""An ASGI guard over every request body: a stall timeout and an overall size cap.
+"""An ASGI guard over every request body: a stall timeout, a minimum rate and an overall size cap.
 
-Each ``receive`` that should bring body bytes must bring them within ``timeout`` seconds, or the request fails
-with ``request_timeout``: the exception surfaces inside whatever is reading the body, so the storage layer
-discards its temp file on the way out and nothing stays held by a client that went quiet. Once the body is
-complete, ``receive`` is passed through untouched (a streaming response waits on it for the disconnect).
+Each ``receive`` that should bring body bytes must bring them within ``timeout`` seconds, and the body must
+average at least ``min_rate`` bytes per second over every ``window`` seconds (as Apache ``mod_reqtimeout``
+``MinRate`` does), or the request fails with ``request_timeout``: the exception surfaces inside whatever is
+reading the body, so the storage layer discards its temp file on the way out and nothing stays held by a
+client that went quiet or trickles. Once the body is complete, ``receive`` is passed through untouched (a
+streaming response waits on it for the disconnect).
+
+The rate is the client's: only the time spent waiting inside ``receive`` counts, so an app that is slow to
+consume (a busy disk, an S3 part upload) never makes its client look slow.
 
 The size cap is a backstop for every endpoint (each endpoint has its own, smaller limit): a declared
 ``Content-Length`` above it is refused before the app runs, a body that grows past it fails with
@@ -11,6 +16,11 @@ The size cap is a backstop for every endpoint (each endpoint has its own, smalle
 """
 
 from __future__ import annotations
+
+import math
+import re
+import time
+from collections import deque
 
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -32,11 +42,64 @@ def _declared_length(scope: Scope) -> int | None:
     return None
 
 
+class MinimumRate:
+    """The minimum body rate as a sliding window over the time spent waiting for the client.
+
+    From ``window`` seconds of waiting on, the bytes that arrived during the last ``window`` seconds of
+    waiting must be at least ``rate * window``. Arrivals are grouped into slots spanning at most
+    ``window / _SLOTS`` seconds each (a slot's bytes count until its latest arrival leaves the window, which
+    errs towards the client by less than one slot), so the cost per message stays constant however small the
+    pieces are.
+    """
+
+    _SLOTS = 16
+
+    def __init__(self, rate: float, window: float) -> None:
+        self.rate = rate
+        self.window = window
+        self.need = rate * window
+        self._slot = window / self._SLOTS
+        # [waited seconds at the slot's first arrival, at its latest arrival, bytes]
+        self._arrivals: deque[list[float]] = deque()
+        self.waited = 0.0
+
+    def record(self, size: int) -> None:
+        if size <= 0 or self.need <= 0:
+            return
+        if self._arrivals and self.waited - self._arrivals[-1][0] < self._slot:
+            last = self._arrivals[-1]
+            last[1] = self.waited
+            last[2] += size
+        else:
+            self._arrivals.append([self.waited, self.waited, float(size)])
+        while self._arrivals and self._arrivals[0][1] <= self.waited - self.window:
+            self._arrivals.popleft()
+
+    def allowance(self) -> float:
+        """Seconds the client may still wait with nothing arriving before it falls below the rate."""
+        if self.need <= 0:
+            return math.inf
+        at = max(self.waited, self.window)
+        recent = [(stamp, size) for _first, stamp, size in self._arrivals if stamp > at - self.window]
+        remaining = sum(size for _stamp, size in recent)
+        if remaining < self.need:
+            return at - self.waited
+        for stamp, size in recent:
+            remaining -= size
+            if remaining < self.need:
+                return stamp + self.window - self.waited
+        raise AssertionError("unreachable: need is positive")
+
+
 class BodyGuard:
-    def __init__(self, app: ASGIApp, *, timeout: float, max_body: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, timeout: float, max_body: int, min_rate: float = 0, window: float = 30.0
+    ) -> None:
         self.app = app
         self.timeout = timeout
         self.max_body = max_body
+        self.min_rate = min_rate
+        self.window = window
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -51,22 +114,81 @@ class BodyGuard:
             return
         received = 0
         complete = False
+        rate = MinimumRate(self.min_rate, self.window)
 
         async def guarded() -> Message:
             nonlocal received, complete
             if complete:
                 return await receive()
-            with anyio.move_on_after(self.timeout) as timer:
+            allowance = rate.allowance()
+            started = time.monotonic()
+            with anyio.move_on_after(min(self.timeout, allowance)) as timer:
                 message = await receive()
+            rate.waited += time.monotonic() - started
             if timer.cancelled_caught:
+                if allowance < self.timeout:
+                    raise RequestTimeout(
+                        f"the request body arrived slower than {self.min_rate:g} bytes per second "
+                        f"over {self.window:g} seconds",
+                        min_rate=self.min_rate,
+                        window_seconds=self.window,
+                    )
                 raise RequestTimeout(timeout_seconds=self.timeout)
             if message["type"] == "http.request":
-                received += len(message.get("body", b""))
+                size = len(message.get("body", b""))
+                received += size
                 if received > self.max_body:
                     raise TooLarge(f"request body exceeds {self.max_body} bytes", max_size=self.max_body)
                 complete = not message.get("more_body", False)
+                rate.record(size)
             else:
                 complete = True
             return message
 
         await self.app(scope, guarded, send)
+
+
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+"""CTL characters other than HTAB (RFC 9110 §5.5); obs-text (0x80-0xFF) is allowed."""
+
+
+class MessageGuard:
+    """Refuse, before any route runs, a request whose header values hold control characters or whose body
+    framing is ambiguous. Both are ``400 invalid_request`` problems.
+
+    Some ASGI servers refuse such requests themselves before the app sees them (docs/security.md says which);
+    this answers the rest the same way.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        chunked = sized = False
+        for name, value in scope.get("headers", ()):
+            if _CONTROL.search(value):
+                # RFC 9110 §5.5: "Field values containing CR, LF, or NUL characters are invalid and dangerous
+                # ... a recipient ... MUST either reject the message or replace each of those characters with
+                # SP"; other CTLs are invalid too. Rejecting covers both. The value is not repeated.
+                error = InvalidRequest(
+                    "a header value contains control characters", header=name.decode("latin-1")
+                )
+                await error_response(error)(scope, receive, send)
+                return
+            chunked = chunked or name == b"transfer-encoding"
+            sized = sized or name == b"content-length"
+        if chunked and sized:
+            # RFC 9112 §6.1: "A server MAY reject a request that contains both Content-Length and
+            # Transfer-Encoding or process such a request in accordance with the Transfer-Encoding alone.
+            # Regardless, the server MUST close the connection after responding to such a request to avoid
+            # the potential attacks." Rejected, and "Connection: close" makes the server close it.
+            response = error_response(
+                InvalidRequest("a request must not carry both Transfer-Encoding and Content-Length")
+            )
+            response.headers["connection"] = "close"
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)

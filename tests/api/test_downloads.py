@@ -252,6 +252,26 @@ async def test_window_past_the_end_is_416(client: httpx.AsyncClient, artifact: d
     assert response.json()["code"] == "range_not_satisfiable"
 
 
+async def test_a_window_length_of_twenty_or_more_digits_is_clamped(
+    client: httpx.AsyncClient, artifact: dict[str, Any]
+) -> None:
+    response = await client.get(
+        content_url(artifact), params={"offset": "0" * 30 + "100", "length": "9" * 25}
+    )
+    assert response.status_code == 206, response.text
+    assert response.content == DATA[100 : 100 + MAX_WINDOW]
+    assert response.headers["x-blobstore-length"] == str(MAX_WINDOW)
+
+
+async def test_a_window_offset_of_twenty_or_more_digits_is_416(
+    client: httpx.AsyncClient, artifact: dict[str, Any]
+) -> None:
+    response = await client.get(content_url(artifact), params={"offset": "9" * 20, "length": "10"})
+    assert response.status_code == 416, response.text
+    assert response.json()["code"] == "range_not_satisfiable"
+    assert response.headers["content-range"] == f"bytes */{SIZE}"
+
+
 @pytest.mark.parametrize("params", [{"offset": "-1"}, {"length": "0"}, {"offset": "1e3"}])
 async def test_bad_window_parameters_are_400(
     client: httpx.AsyncClient, artifact: dict[str, Any], params: dict[str, str]

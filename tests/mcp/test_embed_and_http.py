@@ -100,10 +100,11 @@ def test_every_catalogue_code_has_a_jsonrpc_mapping() -> None:
     assert unmapped_codes() == set()
 
 
-def test_request_limit_admits_one_base64_chunk_with_its_envelope() -> None:
+def test_request_limit_admits_a_base64_chunk_of_twice_the_limit_with_its_envelope() -> None:
     settings = Settings(mcp_chunk_max=3 * 1024 * 1024)
-    assert max_request_body(settings) >= 4 * 1024 * 1024 + 64 * 1024
-    assert max_request_body(Settings()) == 4 * 1024 * 1024
+    assert max_request_body(settings) == 8 * 1024 * 1024 + 64 * 1024
+    assert max_request_body(Settings()) == 4 * -(-4 * 1024 * 1024 // 3) + 64 * 1024
+    assert max_request_body(Settings(mcp_chunk_max=1024)) == 4 * 1024 * 1024
 
 
 def test_rebinding_protection_allows_configured_names_only() -> None:
@@ -134,10 +135,26 @@ async def test_http_mount_refuses_foreign_hosts_and_oversized_bodies(http_base: 
     async with httpx.AsyncClient(base_url=http_base) as http:
         ok = await http.post("/mcp", content=_initialize(), headers=headers)
         rebound = await http.post("/mcp", content=_initialize(), headers={**headers, "Host": "evil.example"})
-        huge = await http.post("/mcp", content=_initialize(padding=5 * 1024 * 1024), headers=headers)
+        huge = await http.post("/mcp", content=_initialize(padding=6 * 1024 * 1024), headers=headers)
+        streamed = await http.post(
+            "/mcp", content=_pieces(_initialize(padding=6 * 1024 * 1024)), headers=headers
+        )
     assert ok.status_code == 200
     assert rebound.status_code == 421
-    assert huge.status_code == 413
+    for refused in (huge, streamed):
+        assert (refused.status_code, refused.headers["content-type"]) == (413, "application/json")
+        body = refused.json()
+        assert (body["id"], body["error"]["code"], body["error"]["data"]["reason"]) == (
+            None,
+            -32602,
+            "limit_exceeded",
+        )
+
+
+async def _pieces(data: bytes) -> AsyncIterator[bytes]:
+    """A body without ``Content-Length`` (chunked transfer coding): refused once it passes the limit."""
+    for start in range(0, len(data), 256 * 1024):
+        yield data[start : start + 256 * 1024]
 
 
 def _legacy_request(method: str, params: dict[str, object]) -> bytes:

@@ -236,6 +236,12 @@ async def test_error_cases_give_their_code_and_data(
             BIG_SIZE,
         )
 
+        huge = "9" * 25
+        clamped = await client.read_resource(f"{big.uri}?offset=5&length={huge}", cache_mode="bypass")
+        assert blob_of(clamped) == dataset.big_bytes[5 : 5 + MiB]
+        far = await expect_error(client, f"{big.uri}?offset={huge}&length=10")
+        assert (far.code, far.data["reason"], far.data["size"]) == (-32602, "range_not_satisfiable", BIG_SIZE)
+
         for query in ("offset=abc", "offset=-1", "length=0", "length=1.5", "offset=1&length=", "offset=%2B5"):
             malformed = await expect_error(client, f"{big.uri}?{query}")
             assert (malformed.code, malformed.data["reason"]) == (-32602, "invalid_range"), query

@@ -137,6 +137,40 @@ async def test_upload_tool_errors_are_tool_errors_with_codes(
         assert unknown["code"] == "not_found"
 
 
+@pytest.mark.parametrize("transport", ["http", "http-legacy"], indirect=True)
+async def test_an_oversized_chunk_over_streamable_http_is_the_limit_exceeded_tool_error(
+    transport: str, dataset: Dataset, request: pytest.FixtureRequest
+) -> None:
+    """A chunk too large for the tool must reach the tool, not the transport's own body limit."""
+    async with connect(transport, dataset, request) as client:
+        begun = facts(await client.call_tool("upload_begin", {"name": "o.bin", "size": 8 * MiB}))
+        for raw in (3 * MiB, 4 * MiB):  # 4 and 5.3 MiB of base64: over the SDK's default 4 MiB body limit
+            refused = await client.call_tool(
+                "upload_chunk", {"upload_id": begun["upload_id"], "index": 0, "data": b64(os.urandom(raw))}
+            )
+            assert (failure(refused)["code"], failure(refused)["maxChunk"]) == ("limit_exceeded", 2 * MiB)
+        status = facts(await client.call_tool("upload_status", {"upload_id": begun["upload_id"]}))
+        assert status["received_bytes"] == 0
+
+
+@pytest.mark.parametrize("transport", ["http", "http-legacy"], indirect=True)
+async def test_a_request_too_large_for_any_chunk_is_a_limit_exceeded_protocol_error(
+    transport: str, dataset: Dataset, request: pytest.FixtureRequest
+) -> None:
+    """Far past the chunk limit the body is refused before it is read, still with the catalogue code."""
+    from mcp.shared.exceptions import MCPError
+
+    async with connect(transport, dataset, request) as client:
+        begun = facts(await client.call_tool("upload_begin", {"name": "h.bin", "size": 8 * MiB}))
+        with pytest.raises(MCPError) as caught:
+            await client.call_tool(
+                "upload_chunk",
+                {"upload_id": begun["upload_id"], "index": 0, "data": b64(os.urandom(6 * MiB))},
+            )
+    assert caught.value.code == -32602
+    assert (caught.value.data["reason"], caught.value.data["maxChunk"]) == ("limit_exceeded", 2 * MiB)
+
+
 async def test_read_artifact_tool_returns_a_window_as_content_blocks(
     dataset: Dataset, request: pytest.FixtureRequest
 ) -> None:
@@ -154,6 +188,23 @@ async def test_read_artifact_tool_returns_a_window_as_content_blocks(
     assert whole.content[1].resource.text == dataset.text_body  # type: ignore[union-attr]
     error = failure(refused)
     assert (error["code"], error["first"]) == ("range_required", window_uri(dataset.big.id, 0, MiB))
+
+
+async def test_read_artifact_clamps_a_huge_length_and_refuses_a_huge_offset(
+    dataset: Dataset, request: pytest.FixtureRequest
+) -> None:
+    huge = 10**25
+    async with connect("memory", dataset, request) as client:
+        clamped = await client.call_tool(
+            "read_artifact", {"uri": dataset.big.uri, "offset": 7, "length": huge}
+        )
+        far = await client.call_tool("read_artifact", {"uri": dataset.big.uri, "offset": huge, "length": 10})
+        in_uri = await client.call_tool("read_artifact", {"uri": f"{dataset.big.uri}?offset=0&length={huge}"})
+    _summary, embedded = clamped.content
+    assert base64.b64decode(embedded.resource.blob) == dataset.big_bytes[7 : 7 + MiB]  # type: ignore[union-attr]
+    assert failure(far)["code"] == "range_not_satisfiable"
+    assert in_uri.structured_content is not None
+    assert in_uri.structured_content["window"]["length"] == MiB
 
 
 async def test_tools_are_listed_with_schemas(dataset: Dataset, request: pytest.FixtureRequest) -> None:

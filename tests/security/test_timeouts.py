@@ -1,9 +1,11 @@
 """Stalled request bodies end with 408 ``request_timeout`` and hold nothing: the staged temp file is gone and
-no chunk or artifact is recorded. Once a body is complete the guard no longer times anything."""
+no chunk or artifact is recorded. Once a body is complete the guard no longer times anything. The minimum body
+rate cuts a trickle and spares a steady stream (real sockets: ``test_trickle.py``)."""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -11,10 +13,12 @@ from typing import Any
 import anyio
 import pytest
 from fastapi import FastAPI
+from hypothesis import given
+from hypothesis import strategies as st
 from starlette.types import Message, Receive, Scope, Send
 
 from blobstore.api import create_app
-from blobstore.api.guard import BodyGuard
+from blobstore.api.guard import BodyGuard, MinimumRate
 from blobstore.models import Caller
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
@@ -145,3 +149,83 @@ async def test_after_a_complete_body_receive_is_no_longer_timed() -> None:
 
     await BodyGuard(app, timeout=TIMEOUT, max_body=100)(http_scope("POST", "/x"), receive, send)
     assert seen == ["http.request", "http.disconnect"]
+
+
+# -- the minimum rate, sans I/O: ``waited`` is the time spent waiting for the client ------------------------
+
+
+def steady_gaps(rate: MinimumRate, piece: int, gap: float, count: int) -> list[float]:
+    """Feed ``count`` pieces, one every ``gap`` seconds of waiting; the allowance seen before each one."""
+    seen = []
+    for _ in range(count):
+        seen.append(rate.allowance())
+        rate.waited += gap
+        rate.record(piece)
+    return seen
+
+
+@given(
+    min_rate=st.integers(1, 10**7),
+    window=st.floats(0.5, 120),
+    factor=st.floats(2.2, 50),
+    gap_share=st.floats(0.002, 0.5),
+)
+def test_a_steady_body_at_twice_the_minimum_rate_is_never_cut(
+    min_rate: int, window: float, factor: float, gap_share: float
+) -> None:
+    gap = window * gap_share
+    piece = math.ceil(min_rate * factor * gap)
+    count = int(2 * window / gap) + 2
+    allowances = steady_gaps(MinimumRate(min_rate, window), piece, gap, count)
+    assert all(allowance > gap for allowance in allowances)
+
+
+@given(min_rate=st.integers(1, 10**6), window=st.floats(0.5, 120), gap_share=st.floats(0.002, 1))
+def test_a_trickle_at_half_the_minimum_rate_is_cut_within_the_first_window(
+    min_rate: int, window: float, gap_share: float
+) -> None:
+    gap = max(window * gap_share, 2 / min_rate)
+    piece = max(1, math.floor(min_rate * gap / 2))
+    rate = MinimumRate(min_rate, window)
+    for _ in range(1000):
+        allowance = rate.allowance()
+        if allowance <= gap:
+            break
+        rate.waited += gap
+        rate.record(piece)
+    else:
+        raise AssertionError("never cut")
+    assert rate.waited + allowance <= window
+
+
+@given(
+    min_rate=st.integers(1, 10**6),
+    window=st.floats(0.5, 120),
+    burst_share=st.floats(0.01, 1),
+    gap_share=st.floats(0.0005, 0.05),
+)
+def test_a_fast_start_buys_no_more_than_one_window_of_trickling(
+    min_rate: int, window: float, burst_share: float, gap_share: float
+) -> None:
+    """Bytes count for one window only: a burst (up to a thousand windows' worth) followed by a trickle of
+    tiny, frequent pieces is cut once the burst has left the window."""
+    rate = MinimumRate(min_rate, window)
+    rate.waited = window * burst_share
+    rate.record(1000 * math.ceil(min_rate * window))
+    burst_at = rate.waited
+    gap = window * gap_share
+    piece = 1 if min_rate * gap < 2 else math.floor(min_rate * gap / 2)
+    gap = max(gap, 2 * piece / min_rate)  # at most half the rate
+    for _ in range(5000):
+        allowance = rate.allowance()
+        if allowance <= gap:
+            break
+        rate.waited += gap
+        rate.record(piece)
+    else:
+        raise AssertionError("never cut")
+    assert rate.waited + allowance <= max(burst_at, 0) + window + window / 16 + gap
+
+
+def test_a_rate_of_zero_never_cuts() -> None:
+    assert MinimumRate(0, 30).allowance() == math.inf

@@ -179,8 +179,16 @@ async def test_malformed_or_unknown_credentials_are_401_never_500(
 
 
 async def test_non_ascii_authorization_bytes_are_401(http: httpx.AsyncClient, tenant_a: Tenant) -> None:
-    response = await http.get("/v1/artifacts", headers=[(b"authorization", b"Bearer \xe9\xff\x00x")])
+    response = await http.get("/v1/artifacts", headers=[(b"authorization", b"Bearer \xe9\xffx")])
     assert_unauthorized(response)
+
+
+async def test_an_authorization_value_with_a_nul_byte_is_a_malformed_request(
+    http: httpx.AsyncClient, tenant_a: Tenant
+) -> None:
+    # RFC 9110 §5.5: a field value with NUL "MUST" be rejected (or the NUL replaced); never a 500.
+    response = await http.get("/v1/artifacts", headers=[(b"authorization", b"Bearer \xe9\xff\x00x")])
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_request")
 
 
 async def test_scheme_is_case_insensitive(http: httpx.AsyncClient, tenant_a: Tenant) -> None:
