@@ -163,7 +163,7 @@ async def test_dry_run_changes_nothing(
     await service.delete_artifact(caller, artifact.id)
     await run_cleanup(service, steps=["blobs"])
     orphan = await service.blobs.put(_once(b"orphan bytes"), expected_size=len(b"orphan bytes"))
-    clock.advance(GRACE + 1)
+    clock.advance_past_storage(GRACE + 1)
     before_rows, before_keys = await blob_rows(service), await storage_keys(service)
     report = await run_cleanup(service, steps=steps, dry_run=True)  # type: ignore[arg-type]
     assert report.items == 1
