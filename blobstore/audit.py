@@ -2,8 +2,10 @@
 
 Fields: ``time``, ``actor`` (a token id, ``local``, ``cli`` or ``anonymous`` -- never a secret),
 ``namespace``, ``action``, ``artifact_id``, ``size``, ``mime_type``, ``duration_ms``, ``result`` (``ok`` or an
-error code), plus ``token_id`` for token changes. Content, digests of content, bodies and headers are never
-passed in, so they cannot appear.
+error code), plus ``token_id`` for token changes and ``extra`` facts for an action (the proxy's ``offload``
+adds ``tool``, ``arguments_sha256`` and the stored artifact's ``sha256``, which identify but do not reveal
+content). Content, bodies and headers are never passed in, so they cannot appear; the only content digest
+is that artifact SHA-256, which the store already exposes with every artifact.
 
 With a file configured (``BLOBSTORE_AUDIT_LOG``) lines are appended there (mode 0600); otherwise they go to
 the ``blobstore.audit`` logger, or straight to stderr when the process configured no logging at all, so an
@@ -16,6 +18,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,6 +52,7 @@ class AuditLog:
         mime_type: str | None = None,
         duration_ms: int | None = None,
         token_id: str | None = None,
+        extra: Mapping[str, str | int | float | None] | None = None,
     ) -> AuditEvent:
         event = AuditEvent(
             time=datetime.now(UTC),
@@ -65,6 +69,8 @@ class AuditLog:
         payload["time"] = event.time.isoformat()
         if token_id is not None:
             payload["token_id"] = token_id
+        for key, value in (extra or {}).items():
+            payload.setdefault(key, value)
         self._write(json.dumps(payload, separators=(",", ":"), sort_keys=True))
         return event
 

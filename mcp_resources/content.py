@@ -174,8 +174,13 @@ async def image_block_for(
     inline_limit: int,
     long_edge: int,
     renditions: RenditionCache,
+    jpeg_fallback: bool = False,
 ) -> ImageContent | None:
-    """The image as an inline block within the pixel and byte budgets, or None when it must be linked."""
+    """The image as an inline block within the pixel and byte budgets, or None when it must be linked.
+
+    With ``jpeg_fallback``, a downscale that is still over ``inline_limit`` is tried once more as JPEG (a
+    photo saved as PNG is several times smaller as JPEG at the same size).
+    """
     if artifact.mime_type not in INLINE_IMAGE_TYPES or artifact.size > MAX_DECODE_BYTES:
         return None
     media = artifact.media or {}
@@ -194,6 +199,16 @@ async def image_block_for(
 
     try:
         rendition = await renditions.get_or_create(key, compute)
+        if len(rendition.data) > inline_limit and jpeg_fallback and rendition.mime_type != "image/jpeg":
+            jpeg_key = rendition_key(
+                artifact.sha256, {"op": "fit_long_edge", "long_edge": long_edge, "format": "jpeg"}
+            )
+
+            async def compute_jpeg() -> Rendition:
+                data = await _read_bytes(service, caller, artifact)
+                return await downscale_async(data, long_edge, as_jpeg=True)
+
+            rendition = await renditions.get_or_create(jpeg_key, compute_jpeg)
     except NotAnImage:
         return None
     if len(rendition.data) > inline_limit:

@@ -10,6 +10,7 @@ resources and tools are listed first, reads of other schemes go to its own handl
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
@@ -32,6 +33,7 @@ from pydantic import BaseModel
 from blobstore.errors import InvalidRequest
 from blobstore.models import Artifact, Caller
 from blobstore.service import ArtifactService
+from blobstore.validation import validate_metadata
 from mcp_resources.content import Role, resource_link_for, tool_result_for
 from mcp_resources.errors import to_mcp_error
 from mcp_resources.notifications import StoreNotifications
@@ -87,6 +89,43 @@ class EmbeddedStore:
             ttl_seconds=ttl_seconds,
             metadata=metadata,
             expected_size=len(data) if isinstance(data, bytes) else None,
+        )
+
+    async def put_once(
+        self,
+        data: bytes,
+        *,
+        name: str,
+        mime_type: str | None = None,
+        ttl_seconds: int | None = None,
+        metadata: dict[str, Any] | None = None,
+        caller: Caller | None = None,
+    ) -> Artifact:
+        """Store bytes unless the caller already has a live artifact with the same bytes, name and metadata.
+
+        Content is addressed by its SHA-256 either way (a new artifact over existing bytes shares their
+        blob). When such an artifact exists it is returned, with its expiry moved to ``ttl_seconds`` (the
+        default TTL) from now if that is later than its current one, so storing existing content again
+        extends its lifetime and keeps its URI. Pinned artifacts stay pinned.
+        """
+        who = self._who(caller)
+        service = self.service
+        now = service.clock()
+        expires_at = service.expiry_for(ttl_seconds, now)
+        wanted = validate_metadata(metadata)
+        digest = hashlib.sha256(data).hexdigest()
+        for found in await service.repo.find_artifacts_with_content(who.namespace, digest, now=now):
+            if found.name != name or found.metadata != wanted or found.size != len(data):
+                continue
+            if found.pinned or found.expires_at is None or found.expires_at >= expires_at:
+                return found
+            extended = await service.repo.update_artifact(
+                who.namespace, found.id, expires_at=expires_at, now=now
+            )
+            if extended is not None:
+                return extended
+        return await self.put(
+            data, name=name, mime_type=mime_type, ttl_seconds=ttl_seconds, metadata=metadata, caller=who
         )
 
     async def tool_result_for(

@@ -8,6 +8,7 @@ in-memory store is bounded by total size; :class:`DirectoryRenditionStore` keeps
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -163,9 +164,10 @@ class NotAnImage(Exception):
     """Pillow could not decode the bytes, or they exceed :data:`MAX_DECODE_PIXELS`."""
 
 
-def downscale(data: bytes, long_edge: int) -> Rendition:
+def downscale(data: bytes, long_edge: int, *, as_jpeg: bool = False) -> Rendition:
     """Fit an image within ``long_edge`` pixels on its longer side (never upscale); PNG stays PNG, JPEG stays
-    JPEG, anything else becomes PNG. Blocking: run it in a worker thread."""
+    JPEG, anything else becomes PNG -- or everything becomes JPEG with ``as_jpeg`` (photos saved as PNG
+    shrink far more that way; transparency is lost). Blocking: run it in a worker thread."""
     try:
         with Image.open(io.BytesIO(data)) as image:
             width, height = image.size
@@ -183,7 +185,7 @@ def downscale(data: bytes, long_edge: int) -> Rendition:
         raise NotAnImage("image could not be decoded") from exc
     if frame.size != target:
         frame = frame.resize(target, Image.Resampling.LANCZOS, reducing_gap=3.0)
-    mime = _KEEP_FORMATS.get(source_format, "image/png")
+    mime = "image/jpeg" if as_jpeg else _KEEP_FORMATS.get(source_format, "image/png")
     out = io.BytesIO()
     if mime == "image/jpeg":
         frame.convert("RGB").save(out, format="JPEG", quality=85, optimize=True)
@@ -192,5 +194,7 @@ def downscale(data: bytes, long_edge: int) -> Rendition:
     return Rendition(data=out.getvalue(), mime_type=mime, width=target[0], height=target[1])
 
 
-async def downscale_async(data: bytes, long_edge: int) -> Rendition:
-    return await anyio.to_thread.run_sync(downscale, data, long_edge, limiter=_THREADS)
+async def downscale_async(data: bytes, long_edge: int, *, as_jpeg: bool = False) -> Rendition:
+    return await anyio.to_thread.run_sync(
+        functools.partial(downscale, as_jpeg=as_jpeg), data, long_edge, limiter=_THREADS
+    )

@@ -341,6 +341,24 @@ class MetadataRepository:
             ).first()
         return None if row is None else _artifact(row._mapping)
 
+    async def find_artifacts_with_content(
+        self, namespace: str, sha256: str, *, now: datetime, limit: int = 20
+    ) -> list[Artifact]:
+        """Visible artifacts of ``namespace`` over the live blob holding ``sha256`` (newest first)."""
+        query = (
+            sa.select(artifacts)
+            .join(blobs, blobs.c.id == artifacts.c.blob_id)
+            .where(
+                blobs.c.sha256 == sha256,
+                blobs.c.state == _LIVE,
+                artifacts.c.namespace == namespace,
+                _visible(now),
+            )
+            .order_by(artifacts.c.created_at.desc(), artifacts.c.id.desc())
+            .limit(limit)
+        )
+        return [_artifact(row._mapping) for row in await self._all(query)]
+
     async def namespace_usage(self, namespace: str, *, now: datetime) -> int:
         """Bytes of the namespace's visible artifacts, counted per artifact (dedup does not discount)."""
         async with self._reader.connect() as conn:

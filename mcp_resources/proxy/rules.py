@@ -113,8 +113,15 @@ def _names(path: Path, key: str, value: Any) -> list[str]:
     return list(value)
 
 
-def _thresholds(path: Path, prefix: str, table: Mapping[str, Any]) -> dict[str, int]:
-    return {key: _positive(path, prefix + key, table[key]) for key in _THRESHOLD_KEYS if key in table}
+def _thresholds(path: Path, prefix: str, table: Mapping[str, Any], base: ToolRules) -> ToolRules:
+    values = {key: _positive(path, prefix + key, table[key]) for key in _THRESHOLD_KEYS if key in table}
+    return ToolRules(
+        inline_limit=values.get("inline_limit", base.inline_limit),
+        image_long_edge=values.get("image_long_edge", base.image_long_edge),
+        text_threshold=values.get("text_threshold", base.text_threshold),
+        text_preview=values.get("text_preview", base.text_preview),
+        mode=base.mode,
+    )
 
 
 def _check(path: Path, prefix: str, values: ToolRules) -> None:
@@ -168,7 +175,7 @@ def _load_file(path: Path, base: ToolRules) -> tuple[ToolRules, dict[str, ToolRu
     for key in doc:
         if key not in known:
             raise _fail(path, key, "unknown key")
-    base = replace(base, **_thresholds(path, "", doc))
+    base = _thresholds(path, "", doc, base)
     _check(path, "", base)
     modes: dict[str, OffloadMode] = {}
     for key, mode in (("never_offload", "never"), ("always_offload", "always")):
@@ -187,7 +194,7 @@ def _load_file(path: Path, base: ToolRules) -> tuple[ToolRules, dict[str, ToolRu
         for key in table:
             if key not in {*_THRESHOLD_KEYS, "offload"}:
                 raise _fail(path, prefix + key, "unknown key")
-        rules = replace(base, **_thresholds(path, prefix, table))
+        rules = _thresholds(path, prefix, table, base)
         if "offload" in table:
             mode = table["offload"]
             if mode not in ("auto", "never", "always"):

@@ -1,0 +1,127 @@
+"""Offload rules: host profiles, defaults from the settings, and the per-tool TOML file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from blobstore.config import Settings
+from mcp_resources.proxy.rules import (
+    DEFAULT_TEXT_PREVIEW,
+    DEFAULT_TEXT_THRESHOLD,
+    HOST_PROFILES,
+    MANY_IMAGES,
+    OffloadConfigError,
+    load_rules,
+)
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "offload.toml"
+    path.write_text(text)
+    return path
+
+
+def test_profiles_carry_the_known_host_caps() -> None:
+    assert set(HOST_PROFILES) == {"claude-desktop", "claude-code", "generic"}
+    assert HOST_PROFILES["claude-desktop"].max_result_bytes == 1_048_576
+    assert HOST_PROFILES["claude-code"].max_result_tokens == 25_000
+    generic = HOST_PROFILES["generic"]
+    assert generic.max_result_bytes == 1_048_576
+    assert generic.max_result_tokens == 25_000
+    for profile in HOST_PROFILES.values():
+        assert profile.image_edge_limit(1) == 8000
+        assert profile.image_edge_limit(MANY_IMAGES) == 8000
+        assert profile.image_edge_limit(MANY_IMAGES + 1) == 2000
+
+
+def test_defaults_come_from_the_settings() -> None:
+    settings = Settings(inline_limit=1000, image_long_edge=640)
+    rules = load_rules(settings, profile="claude-code", config_path=None, read_tool_hint=True)
+    assert rules.profile is HOST_PROFILES["claude-code"]
+    assert (rules.inline_limit, rules.image_long_edge) == (1000, 640)
+    assert (rules.text_threshold, rules.text_preview) == (DEFAULT_TEXT_THRESHOLD, DEFAULT_TEXT_PREVIEW)
+    assert rules.read_tool_hint is True
+    tool = rules.for_tool("anything")
+    assert (tool.inline_limit, tool.image_long_edge, tool.mode) == (1000, 640, "auto")
+
+
+def test_unknown_profile_is_a_one_line_error() -> None:
+    with pytest.raises(OffloadConfigError, match="unknown profile 'chatgpt'") as caught:
+        load_rules(Settings(), profile="chatgpt", config_path=None, read_tool_hint=False)
+    assert "\n" not in str(caught.value)
+
+
+def test_config_file_sets_defaults_lists_and_per_tool_tables(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+text_threshold = 10000
+text_preview = 500
+never_offload = ["list_directory"]
+always_offload = ["take_screenshot"]
+
+[tools.read_media_file]
+inline_limit = 200000
+image_long_edge = 768
+
+[tools.search]
+offload = "always"
+text_preview = 100
+""",
+    )
+    rules = load_rules(Settings(), profile="generic", config_path=path, read_tool_hint=False)
+    assert (rules.text_threshold, rules.text_preview) == (10000, 500)
+    assert rules.for_tool("list_directory").mode == "never"
+    assert rules.for_tool("take_screenshot").mode == "always"
+    media = rules.for_tool("read_media_file")
+    assert (media.inline_limit, media.image_long_edge, media.text_threshold, media.mode) == (
+        200000,
+        768,
+        10000,
+        "auto",
+    )
+    search = rules.for_tool("search")
+    assert (search.mode, search.text_preview, search.text_threshold) == ("always", 100, 10000)
+    other = rules.for_tool("other")
+    assert (other.text_threshold, other.inline_limit, other.mode) == (10000, Settings().inline_limit, "auto")
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("inline_limt = 5\n", "inline_limt: unknown key"),
+        ("inline_limit = -1\n", "inline_limit: must be a positive integer"),
+        ("inline_limit = 0\n", "inline_limit: must be a positive integer"),
+        ('text_threshold = "big"\n', "text_threshold: must be a positive integer"),
+        ("text_threshold = true\n", "text_threshold: must be a positive integer"),
+        ("text_threshold = 100\ntext_preview = 100\n", "text_preview: must be smaller than text_threshold"),
+        ('never_offload = "x"\n', "never_offload: must be a list of tool names"),
+        ("never_offload = [1]\n", "never_offload: must be a list of tool names"),
+        ('never_offload = ["a"]\nalways_offload = ["a"]\n', "always_offload: tool 'a' is in both"),
+        ("tools = 3\n", "tools: must be a table"),
+        ("[tools.a]\ncolour = 1\n", "tools.a.colour: unknown key"),
+        ("[tools.a]\noffload = 'sometimes'\n", "tools.a.offload: must be auto, never or always"),
+        ("[tools.a]\nimage_long_edge = 1.5\n", "tools.a.image_long_edge: must be a positive integer"),
+        ('never_offload = ["a"]\n[tools.a]\noffload = "always"\n', "tools.a.offload: contradicts"),
+        ("[tools.a]\ntext_preview = 999999\n", "tools.a.text_preview: must be smaller than text_threshold"),
+        ("inline_limit = = 3\n", "not valid TOML"),
+    ],
+)
+def test_bad_config_is_one_line_naming_file_and_key(tmp_path: Path, text: str, named: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(OffloadConfigError) as caught:
+        load_rules(Settings(), profile="generic", config_path=path, read_tool_hint=True)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ")
+    assert named in message
+    assert "\n" not in message
+
+
+def test_missing_config_file_is_a_one_line_error(tmp_path: Path) -> None:
+    path = tmp_path / "absent.toml"
+    with pytest.raises(OffloadConfigError, match="cannot read") as caught:
+        load_rules(Settings(), profile="generic", config_path=path, read_tool_hint=True)
+    assert str(caught.value).startswith(str(path))
+    assert "\n" not in str(caught.value)
