@@ -163,7 +163,7 @@ def proxy_command(
         load_rules(settings, profile=host_profile, config_path=offload_config, read_tool_hint=not no_read_tool)
     except OffloadConfigError as exc:
         fail(str(exc), code=2)
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="blobstore proxy: %(message)s")
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
     try:
         status = asyncio.run(
             run_proxy(

@@ -40,6 +40,7 @@ HOST_PART: Final = "h:"
 STORE_PART: Final = "s:"
 READ_TOOL_PREFIX: Final = "blobstore_"
 UPSTREAM_GONE: Final = "upstream_unavailable"
+SERVER_INFO_META_KEY: Final = "io.modelcontextprotocol/serverInfo"
 
 
 class ResultOffloader(Protocol):
@@ -256,7 +257,7 @@ class Relay:
             await asyncio.wait_for(self.upstream.finished(), 5)
         text = self._gone_message()
         if not self._host_done:
-            logger.error("proxy: %s", text)
+            logger.error("blobstore proxy: %s", text)
         for proxy_id in list(self._pending):
             entry = self._settle(proxy_id)
             if isinstance(entry, Own):
@@ -435,7 +436,8 @@ class Relay:
         await self._answer(pending.host_id, {"result": self._with_store_capabilities(result)})
 
     def _with_store_capabilities(self, result: dict[str, Any]) -> dict[str, Any]:
-        info = result.get("serverInfo")
+        meta = result.get("_meta")
+        info = result.get("serverInfo") or (meta.get(SERVER_INFO_META_KEY) if isinstance(meta, dict) else None)
         if isinstance(info, dict) and isinstance(info.get("name"), str):
             self.upstream_name = info["name"]
         capabilities = dict(result.get("capabilities") or {})
@@ -511,7 +513,7 @@ class Relay:
             self.read_tool = read_tool_name(upstream_tools)
             if self.read_tool != READ_TOOL:
                 logger.warning(
-                    "proxy: the upstream has a tool named %s; the store's read tool is listed as %s",
+                    "blobstore proxy: the upstream has a tool named %s; the store's read tool is listed as %s",
                     READ_TOOL,
                     self.read_tool,
                 )

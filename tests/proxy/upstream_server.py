@@ -50,26 +50,16 @@ warnings.simplefilter("ignore")
 ANY_OBJECT: dict[str, Any] = {"type": "object"}
 
 
-def photo_png(width: int, height: int, seed: int = 7) -> bytes:
-    """A photo-like PNG (noise over gradients, so it does not compress away)."""
+def photo_png(width: int, height: int, seed: int = 1) -> bytes:
+    """A photo-like PNG: smooth gradients plus sensor-like noise, so it compresses like a photograph."""
     from PIL import Image
 
     rng = random.Random(seed)
-    small = Image.new("RGB", (max(1, width // 8), max(1, height // 8)))
-    small.putdata(
-        [
-            (
-                (x * 255 // max(1, small.width) + rng.randrange(60)) % 256,
-                (y * 255 // max(1, small.height) + rng.randrange(60)) % 256,
-                rng.randrange(256),
-            )
-            for y in range(small.height)
-            for x in range(small.width)
-        ]
-    )
-    image = small.resize((width, height), Image.Resampling.BICUBIC)
-    noise = Image.effect_noise((width, height), 40).convert("RGB")
-    image = Image.blend(image, noise, 0.25)
+    small = Image.new("RGB", (16, 12))
+    small.putdata([(rng.randrange(256), rng.randrange(256), rng.randrange(256)) for _ in range(16 * 12)])
+    base = small.resize((width, height), Image.Resampling.BICUBIC)
+    noise = Image.frombytes("L", (width, height), rng.randbytes(width * height)).convert("RGB")
+    image = Image.blend(base, noise, 0.15)
     out = io.BytesIO()
     image.save(out, format="PNG")
     return out.getvalue()
