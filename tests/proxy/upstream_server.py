@@ -59,7 +59,7 @@ def photo_png(width: int, height: int, seed: int = 1) -> bytes:
     small.putdata([(rng.randrange(256), rng.randrange(256), rng.randrange(256)) for _ in range(16 * 12)])
     base = small.resize((width, height), Image.Resampling.BICUBIC)
     noise = Image.frombytes("L", (width, height), rng.randbytes(width * height)).convert("RGB")
-    image = Image.blend(base, noise, 0.15)
+    image = Image.blend(base, noise, 0.06)
     out = io.BytesIO()
     image.save(out, format="PNG")
     return out.getvalue()
