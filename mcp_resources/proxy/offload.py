@@ -55,6 +55,8 @@ logger = logging.getLogger("mcp_resources.proxy")
 ENVELOPE_BYTES: Final = 256
 """Room left for the JSON-RPC envelope (``jsonrpc``, ``id``) around the result object."""
 SOURCE: Final = "proxy"
+REPLACEMENT_BYTES: Final = 1536
+"""About what a text line and a resource_link cost: blocks this small are not worth offloading."""
 
 
 def canonical_digest(arguments: Mapping[str, Any] | None) -> str:
@@ -147,10 +149,18 @@ class _Item:
     inline_image: dict[str, Any] | None = None
     level: int = 0
     """0: as the upstream sent it; 1: the per-block rule applied; 2: linked with nothing inline."""
+    _cost: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if not self.blocks:
             self.blocks = [self.original]
+
+    def cost(self) -> tuple[int, int]:
+        """(bytes, tokens) of what the model gets for this block now (without the envelope)."""
+        if self._cost is None:
+            size, tokens = measure({"content": self.blocks})
+            self._cost = (size - ENVELOPE_BYTES, max(0, tokens - ENVELOPE_BYTES // BYTES_PER_TOKEN))
+        return self._cost
 
     @property
     def changed(self) -> bool:
@@ -324,6 +334,7 @@ class Offloader:
         rules = call.rules
         item.level = level
         item.inline_image = None
+        item._cost = None
         if item.kind == "image":
             image = None
             if level == 1:
@@ -410,6 +421,8 @@ class Offloader:
                 await self._apply(call, item, level=1, edge=edge)
         structured = result.get("structuredContent")
         has_structured = "structuredContent" in result
+        profile = self.rules.profile
+        hopeless_checked = False
         while True:
             candidate = dict(result)
             candidate["content"] = [block for item in items for block in item.blocks]
@@ -418,14 +431,22 @@ class Offloader:
                     structured, self._duplicates(items), output_schema, tool=tool
                 )
             size, tokens = measure(candidate)
-            if size <= self.rules.profile.max_result_bytes and tokens <= self.rules.profile.max_result_tokens:
+            if size <= profile.max_result_bytes and tokens <= profile.max_result_tokens:
                 break
+            if not hopeless_checked and not has_structured:
+                hopeless_checked = True
+                if self._hopeless(items, size, tokens):
+                    return await self._whole(call, result, output_schema, size, tokens)
             victim = self._largest(items)
             if victim is None:
                 return await self._whole(call, result, output_schema, size, tokens)
-            await self._apply(call, victim, level=2 if victim.changed else 1, edge=edge)
-            if not self._smaller(victim):
-                await self._apply(call, victim, level=2, edge=edge)
+            small_text = victim.kind in ("text", "resource-text") and (
+                victim.raw is not None and len(victim.raw) <= rules.text_preview
+            )
+            level = (
+                1 if victim.level == 0 and victim.kind in ("text", "resource-text") and not small_text else 2
+            )
+            await self._apply(call, victim, level=level, edge=edge)
         if not any(item.changed for item in items) and (
             not has_structured or candidate["structuredContent"] is structured
         ):
@@ -446,22 +467,29 @@ class Offloader:
         return found
 
     def _largest(self, items: list[_Item]) -> _Item | None:
-        """The inline block that weighs most against the caps, among those that can still shrink."""
+        """The inline block that weighs most against the caps, among those whose offloading saves room."""
         profile = self.rules.profile
         best: tuple[float, _Item] | None = None
         for item in items:
             if not item.shrinkable:
                 continue
-            size, tokens = measure({"content": item.blocks})
+            size, tokens = item.cost()
+            if size <= REPLACEMENT_BYTES:
+                continue
             weight = max(size / profile.max_result_bytes, tokens / profile.max_result_tokens)
             if best is None or weight > best[0]:
                 best = (weight, item)
         return None if best is None else best[1]
 
-    @staticmethod
-    def _smaller(item: _Item) -> bool:
-        """Whether offloading ``item`` made it smaller than what the upstream sent."""
-        return compact_size(item.blocks) < compact_size([item.original]) or item.level == 2
+    def _hopeless(self, items: list[_Item], size: int, tokens: int) -> bool:
+        """Whether even linking every block that can shrink would leave the result over the caps."""
+        for item in items:
+            if item.shrinkable and item.cost()[0] > REPLACEMENT_BYTES:
+                item_size, item_tokens = item.cost()
+                size += REPLACEMENT_BYTES - item_size
+                tokens += REPLACEMENT_BYTES // BYTES_PER_TOKEN - item_tokens
+        profile = self.rules.profile
+        return size > profile.max_result_bytes or tokens > profile.max_result_tokens
 
     async def _whole(
         self,
@@ -518,49 +546,22 @@ class Offloader:
             rules=self.rules.for_tool(""),
         )
         limit = self.rules.inline_limit
-        stored: list[tuple[dict[str, Any], Artifact]] = []
-        for index, content in enumerate(contents):
-            if not isinstance(content, dict):
-                continue
-            raw: bytes | None = None
-            if isinstance(content.get("blob"), str):
-                raw = _b64(content["blob"])
-            elif isinstance(content.get("text"), str):
-                raw = content["text"].encode("utf-8")
-            if raw is None or len(raw) <= limit:
-                continue
-            mime = str(
-                content.get("mimeType") or ("text/plain" if "text" in content else "application/octet-stream")
-            )
-            own = str(content.get("uri") or uri)
-            leaf = own.rstrip("/").rsplit("/", 1)[-1]
-            name = leaf if _usable_name(leaf) else f"resource-{index}{_extension(mime)}"
-            item = _Item(original=content, kind="blob", raw=raw, mime_type=mime, name=name)
-            stored.append((content, await self._store(call, item)))
-        if not stored and compact_size(result) + ENVELOPE_BYTES <= self.rules.profile.max_result_bytes:
-            return None
-        if not stored:
-            # Many small contents that together overflow the host's cap: store the largest one.
-            biggest = max(
-                (c for c in contents if isinstance(c, dict)), key=lambda c: compact_size(c), default=None
-            )
-            if biggest is None:
+        items = [
+            _resource_item(content, uri, index)
+            for index, content in enumerate(contents)
+            if isinstance(content, dict)
+        ]
+        due = [item for item in items if item.raw is not None and len(item.raw) > limit]
+        if not due:
+            if compact_size(result) + ENVELOPE_BYTES <= self.rules.profile.max_result_bytes:
                 return None
-            raw = (
-                _b64(biggest["blob"])
-                if isinstance(biggest.get("blob"), str)
-                else str(biggest.get("text", "")).encode()
-            )
-            item = _Item(
-                original=biggest,
-                kind="blob",
-                raw=raw or b"",
-                mime_type=str(biggest.get("mimeType") or "application/octet-stream"),
-                name="resource",
-            )
-            stored.append((biggest, await self._store(call, item)))
+            # Contents each within the inline limit that together overflow the host's cap: store the largest.
+            due = [max(items, key=lambda item: len(item.raw or b""))] if items else []
+            if not due or due[0].raw is None:
+                return None
+        stored = [(item.original, await self._store(call, item)) for item in due]
         window = _window_request(params)
-        content, artifact = stored[0]
+        artifact = stored[0][1]
         if window is not None:
             offset, length = window
             target = window_uri(artifact.id, offset, self.max_window if length is None else length)
@@ -583,10 +584,9 @@ class Offloader:
         data = error_data(
             error,
             uri=artifact.uri,
-            upstream_uri=uri,
-            mime_type=artifact.mime_type,
+            upstreamUri=uri,
+            mimeType=artifact.mime_type,
             sha256=artifact.sha256,
-            window_meta_key=WINDOW_META_KEY,
             stored=[
                 {"uri": str(c.get("uri") or uri), "storeUri": a.uri, "size": a.size, "mimeType": a.mime_type}
                 for c, a in stored
@@ -595,6 +595,20 @@ class Offloader:
             else None,
         )
         return {"error": {"code": jsonrpc_code(error.code), "message": error.message, "data": data}}
+
+
+def _resource_item(content: dict[str, Any], uri: str, index: int) -> _Item:
+    """One content of a resources/read result as an item to store (raw None when it has no payload)."""
+    raw: bytes | None = None
+    if isinstance(content.get("blob"), str):
+        raw = _b64(content["blob"])
+    elif isinstance(content.get("text"), str):
+        raw = content["text"].encode("utf-8")
+    fallback = "text/plain" if "text" in content else "application/octet-stream"
+    mime = str(content.get("mimeType") or fallback)
+    leaf = str(content.get("uri") or uri).rstrip("/").rsplit("/", 1)[-1]
+    name = leaf if _usable_name(leaf) else f"resource-{index}{_extension(mime)}"
+    return _Item(original=content, kind="blob", raw=raw, mime_type=mime, name=name)
 
 
 def _window_request(params: Mapping[str, Any]) -> tuple[int, int | None] | None:
