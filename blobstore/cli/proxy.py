@@ -20,10 +20,16 @@ from blobstore.config import Settings
 from blobstore.errors import BlobstoreError
 from blobstore.models import Caller
 
-PROFILE_HELP = (
-    "Caps of the host the results go to: claude-desktop (1 MiB, about 262k tokens), claude-code (1 MiB, "
-    "25,000 tokens), generic (1 MiB, 25,000 tokens); images at most 8000 px on their long edge. Default: generic."
-)
+
+def profile_help() -> str:
+    from mcp_resources.proxy.rules import DEFAULT_PROFILE, HOST_PROFILES
+
+    caps = "; ".join(
+        f"{name}: {p.max_result_bytes // 1024} KiB, {p.max_result_tokens:,} tokens, "
+        f"images {p.max_image_edge} px"
+        for name, p in HOST_PROFILES.items()
+    )
+    return f"Caps of the host results go to ({caps}). Default: {DEFAULT_PROFILE}."
 
 
 def parse_header(value: str) -> tuple[str, str]:
@@ -104,7 +110,7 @@ async def run_proxy(
     type=click.Choice(["claude-desktop", "claude-code", "generic"]),
     default="generic",
     show_default=True,
-    help=PROFILE_HELP,
+    help=profile_help(),
 )
 @click.option(
     "--offload-config",
@@ -160,7 +166,9 @@ def proxy_command(
     from mcp_resources.proxy.rules import OffloadConfigError, load_rules
 
     try:
-        load_rules(settings, profile=host_profile, config_path=offload_config, read_tool_hint=not no_read_tool)
+        load_rules(
+            settings, profile=host_profile, config_path=offload_config, read_tool_hint=not no_read_tool
+        )
     except OffloadConfigError as exc:
         fail(str(exc), code=2)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")

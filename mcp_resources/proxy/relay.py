@@ -63,7 +63,7 @@ OffloaderFactory = Callable[[str | None, str], ResultOffloader]
 known."""
 
 
-def _dumps(message: Mapping[str, Any]) -> bytes:
+def _dumps(message: Any) -> bytes:
     return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
 
 
@@ -95,7 +95,9 @@ class Pending:
 class Own:
     """A request the proxy itself sent upstream."""
 
-    future: asyncio.Future[dict[str, Any]] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    future: asyncio.Future[dict[str, Any]] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
 
 
 class UpstreamGone(Exception):
@@ -166,7 +168,9 @@ class Relay:
     async def _answer(self, host_id: Any, fragment: Mapping[str, Any]) -> None:
         await self._to_host({"jsonrpc": "2.0", "id": host_id, **fragment})
 
-    async def _error(self, host_id: Any, code: int, message: str, data: Mapping[str, Any] | None = None) -> None:
+    async def _error(
+        self, host_id: Any, code: int, message: str, data: Mapping[str, Any] | None = None
+    ) -> None:
         error: dict[str, Any] = {"code": code, "message": message}
         if data is not None:
             error["data"] = dict(data)
@@ -180,7 +184,9 @@ class Relay:
             await self._to_upstream({**message, "id": proxy_id})
         except UpstreamGone:
             self._settle(proxy_id)
-            await self._error(pending.host_id, INTERNAL_ERROR, self._gone_message(), {"reason": UPSTREAM_GONE})
+            await self._error(
+                pending.host_id, INTERNAL_ERROR, self._gone_message(), {"reason": UPSTREAM_GONE}
+            )
 
     def _settle(self, proxy_id: str) -> Pending | Own | None:
         entry = self._pending.pop(proxy_id, None)
@@ -314,7 +320,9 @@ class Relay:
             return
         await self._forward_request(message, pending)
 
-    async def _route_local(self, message: dict[str, Any], method: str, params: dict[str, Any], host_id: Any) -> bool:
+    async def _route_local(
+        self, message: dict[str, Any], method: str, params: dict[str, Any], host_id: Any
+    ) -> bool:
         """Answer what the store serves; True when handled."""
         if method == "resources/read" and is_store_uri(str(params.get("uri", ""))):
             self._spawn(self._local(host_id, message))
@@ -357,7 +365,11 @@ class Relay:
             return
         if method == "notifications/initialized":
             await self._safe_upstream(raw)
-            await self.local.notify({"jsonrpc": "2.0", "method": method, "params": params} if params else {"jsonrpc": "2.0", "method": method})
+            await self.local.notify(
+                {"jsonrpc": "2.0", "method": method, "params": params}
+                if params
+                else {"jsonrpc": "2.0", "method": method}
+            )
             self._initialized.set()
             self._spawn(self._prefetch_tools())
             return
@@ -387,10 +399,10 @@ class Relay:
                 return
             if method == "notifications/cancelled":
                 params = message.get("params") or {}
-                proxy_id = self._server_ids.pop(_key(params.get("requestId")), None)
-                if proxy_id is not None:
-                    self._server_requests.pop(proxy_id, None)
-                    await self._to_host({**message, "params": {**params, "requestId": proxy_id}})
+                known = self._server_ids.pop(_key(params.get("requestId")), None)
+                if known is not None:
+                    self._server_requests.pop(known, None)
+                    await self._to_host({**message, "params": {**params, "requestId": known}})
                     return
             if method == "notifications/tools/list_changed":
                 self._tools = None
@@ -398,7 +410,7 @@ class Relay:
             return
         ident = message.get("id")
         entry = self._settle(ident) if isinstance(ident, str) else None
-        if entry is None:
+        if entry is None or not isinstance(ident, str):
             logger.warning("proxy: the upstream answered a request the proxy did not send; dropped")
             return
         if isinstance(entry, Own):
@@ -437,7 +449,9 @@ class Relay:
 
     def _with_store_capabilities(self, result: dict[str, Any]) -> dict[str, Any]:
         meta = result.get("_meta")
-        info = result.get("serverInfo") or (meta.get(SERVER_INFO_META_KEY) if isinstance(meta, dict) else None)
+        info = result.get("serverInfo") or (
+            meta.get(SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
+        )
         if isinstance(info, dict) and isinstance(info.get("name"), str):
             self.upstream_name = info["name"]
         capabilities = dict(result.get("capabilities") or {})
@@ -460,11 +474,14 @@ class Relay:
                 await self._to_host(raw)
             return
         if isinstance(result.get("nextCursor"), str):
-            await self._answer(pending.host_id, {"result": {**result, "nextCursor": HOST_PART + result["nextCursor"]}})
+            await self._answer(
+                pending.host_id, {"result": {**result, "nextCursor": HOST_PART + result["nextCursor"]}}
+            )
             return
         params = {k: v for k, v in pending.params.items() if k != "cursor"}
         ours = await self.local.request({**request, "params": params})
-        theirs_list = result.get(key) if isinstance(result.get(key), list) else []
+        theirs = result.get(key)
+        theirs_list: list[Any] = theirs if isinstance(theirs, list) else []
         store = ours.get("result") or {}
         merged = {**result, key: [*theirs_list, *store.get(key, [])]}
         merged.pop("nextCursor", None)
@@ -490,9 +507,14 @@ class Relay:
         if not self.read_tool_enabled or isinstance(result.get("nextCursor"), str):
             await self._to_host(raw)
             return
-        names = {str(t.get("name")) for t in (self._tools or {}).values()} | {str(t.get("name")) for t in tools}
+        names = {str(t.get("name")) for t in (self._tools or {}).values()} | {
+            str(t.get("name")) for t in tools
+        }
         await self._ensure_read_tool(names)
-        await self._answer(pending.host_id, {"result": {**result, "tools": [*result.get("tools", []), self._read_tool_entry()]}})
+        await self._answer(
+            pending.host_id,
+            {"result": {**result, "tools": [*result.get("tools", []), self._read_tool_entry()]}},
+        )
 
     def _read_tool_entry(self) -> dict[str, Any]:
         entry = self.local.read_tool.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -513,7 +535,7 @@ class Relay:
             self.read_tool = read_tool_name(upstream_tools)
             if self.read_tool != READ_TOOL:
                 logger.warning(
-                    "blobstore proxy: the upstream has a tool named %s; the store's read tool is listed as %s",
+                    "blobstore proxy: the upstream has a tool named %s; the store's read tool is %s",
                     READ_TOOL,
                     self.read_tool,
                 )
@@ -552,7 +574,9 @@ class Relay:
         try:
             await self._fetch_tools()
         except UpstreamGone:
-            await self._error(pending.host_id, INTERNAL_ERROR, self._gone_message(), {"reason": UPSTREAM_GONE})
+            await self._error(
+                pending.host_id, INTERNAL_ERROR, self._gone_message(), {"reason": UPSTREAM_GONE}
+            )
             return
         await self._forward_request(message, pending)
 

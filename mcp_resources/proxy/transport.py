@@ -114,11 +114,13 @@ class StdioUpstream:
         )
 
     async def receive(self) -> bytes | None:
-        assert self._process is not None and self._process.stdout is not None
+        assert self._process is not None
+        assert self._process.stdout is not None
         return await _read_line(self._process.stdout)
 
     async def send(self, message: bytes) -> None:
-        assert self._process is not None and self._process.stdin is not None
+        assert self._process is not None
+        assert self._process.stdin is not None
         stdin = self._process.stdin
         if stdin.is_closing():
             raise ConnectionResetError("upstream stdin is closed")
@@ -283,7 +285,9 @@ class HttpUpstream:
             task.cancel()
         if self._session_id is not None:
             with contextlib.suppress(httpx.HTTPError):
-                await self._client.delete(self.url, headers={**self._headers, MCP_SESSION_ID: self._session_id})
+                await self._client.delete(
+                    self.url, headers={**self._headers, MCP_SESSION_ID: self._session_id}
+                )
         await self._client.aclose()
         await self._fail()
 

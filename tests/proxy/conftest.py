@@ -1,4 +1,4 @@
-"""Fixtures for the proxy's end-to-end tests: real upstreams (npm servers, a Python server) as child processes.
+"""Fixtures for the proxy's end-to-end tests: real upstreams (npm servers, a Python server) as children.
 
 The npm upstreams and the TypeScript SDK client are pinned in ``tests/proxy/js`` and installed by ``.ci/run``
 (``npm ci --prefix tests/proxy/js``). :class:`RawPeer` speaks newline-delimited JSON-RPC to a process and
@@ -100,7 +100,7 @@ class RawPeer:
         return await asyncio.wait_for(self.lines.get(), TIMEOUT)
 
     async def response(self, ident: Any, *, answer: dict[str, Any] | None = None) -> bytes:
-        """The raw line of the response to ``ident``; server requests meanwhile are answered with ``answer``."""
+        """The raw line of the response to ``ident`` (server requests meanwhile get ``answer``)."""
         while True:
             line = await self.next_line()
             assert line is not None, "the peer closed before answering"

@@ -74,7 +74,8 @@ async def test_results_with_nothing_to_offload_are_the_upstreams_bytes(files: Pa
     ]
     direct = await raw_session(filesystem_upstream(files), calls)
     proxied = await raw_session(proxy_command(data_dir, filesystem_upstream(files)), calls)
-    assert b"deep.txt" in direct[2] and b"isError" in direct[5]
+    assert b"deep.txt" in direct[2]
+    assert b"isError" in direct[5]
     assert proxied == direct
 
 
@@ -135,7 +136,9 @@ async def test_everything_server_passthrough_equals_the_direct_calls(data_dir: P
             "structured": wire(await client.call_tool("get-structured-content", {"location": "New York"})),
             "tiny": wire(await client.call_tool("get-tiny-image", {})),
             "resources": pages,
-            "templates": [t["uriTemplate"] for t in wire(await client.list_resource_templates())["resourceTemplates"]],
+            "templates": [
+                t["uriTemplate"] for t in wire(await client.list_resource_templates())["resourceTemplates"]
+            ],
             "complete": wire(
                 await client.complete(
                     {"type": "ref/prompt", "name": "completable-prompt"}, {"name": "department", "value": "E"}
@@ -151,7 +154,8 @@ async def test_everything_server_passthrough_equals_the_direct_calls(data_dir: P
         got = await session(proxied)
     store_template = "blobstore://artifacts/{artifact_id}{?offset,length}"
     assert got["templates"] == [*expected["templates"], store_template]
-    assert expected["resources"] and got["resources"] == expected["resources"]
+    assert expected["resources"]
+    assert got["resources"] == expected["resources"]
     # An image is stored and linked however small (the offload rules): the link names the upstream's bytes.
     image = next(block for block in expected["tiny"]["content"] if block["type"] == "image")
     link = next(block for block in got["tiny"]["content"] if block["type"] == "resource_link")
@@ -184,7 +188,9 @@ async def test_server_requests_of_a_real_server_reach_the_client_and_back(data_d
         elicitation_callback=elicitation,
         list_roots_callback=roots,
     ) as client:
-        sampled = await client.call_tool("trigger-sampling-request", {"prompt": "hello model", "maxTokens": 20})
+        sampled = await client.call_tool(
+            "trigger-sampling-request", {"prompt": "hello model", "maxTokens": 20}
+        )
         elicited = await client.call_tool("trigger-elicitation-request", {})
         rooted = await client.call_tool("get-roots-list", {})
     assert "hello model" in asked[0]

@@ -59,7 +59,7 @@ async def read_whole(client: Client, uri: str) -> bytes:
     while next_uri is not None:
         result = await client.read_resource(next_uri)
         contents = result.contents[0]
-        out += base64.b64decode(getattr(contents, "blob"))
+        out += base64.b64decode(contents.blob)
         next_uri = (contents.meta or {})["dev.blobstore/window"]["next"]
     return bytes(out)
 
@@ -83,15 +83,21 @@ async def test_every_passthrough_call_equals_the_direct_call(data_dir: Path, mod
         assert [t["name"] for t in tools["tools"]][-1] == "read_artifact"
         tools["tools"] = tools["tools"][:-1]
         assert without_era_stamps(tools) == without_era_stamps(expected["tools"])
-        assert without_era_stamps(wire(await proxied.list_prompts())) == without_era_stamps(expected["prompts"])
-        assert without_era_stamps(wire(await proxied.get_prompt("greet"))) == without_era_stamps(expected["prompt"])
-        assert wire(await proxied.call_tool("echo", {"text": "hello"})) == expected["echo"]
-        assert without_era_stamps(wire(await proxied.read_resource("test://small.txt"))) == without_era_stamps(
-            expected["small"]
+        assert without_era_stamps(wire(await proxied.list_prompts())) == without_era_stamps(
+            expected["prompts"]
         )
+        assert without_era_stamps(wire(await proxied.get_prompt("greet"))) == without_era_stamps(
+            expected["prompt"]
+        )
+        assert wire(await proxied.call_tool("echo", {"text": "hello"})) == expected["echo"]
+        assert without_era_stamps(
+            wire(await proxied.read_resource("test://small.txt"))
+        ) == without_era_stamps(expected["small"])
         resources = wire(await proxied.list_resources())
         # The upstream's first; the store is empty here.
-        assert [r["uri"] for r in resources["resources"]] == [r["uri"] for r in expected["resources"]["resources"]]
+        assert [r["uri"] for r in resources["resources"]] == [
+            r["uri"] for r in expected["resources"]["resources"]
+        ]
         templates = wire(await proxied.list_resource_templates())
         assert [t["uriTemplate"] for t in templates["resourceTemplates"]] == [STORE_TEMPLATE]
 
@@ -109,7 +115,8 @@ async def test_an_oversized_photo_comes_back_small_with_a_link_whose_windows_equ
         shown = Image.open(io.BytesIO(base64.b64decode(images[0].data)))
         assert max(shown.size) <= 1024
         links = [b for b in result.content if isinstance(b, ResourceLink)]
-        assert len(links) == 1 and links[0].size == len(original)
+        assert len(links) == 1
+        assert links[0].size == len(original)
         assert await read_whole(client, str(links[0].uri)) == original
         # The store's listing now has it, after the upstream's resources.
         listed = [str(r.uri) for r in (await client.list_resources()).resources]
@@ -125,12 +132,14 @@ async def test_the_read_tool_returns_the_offloaded_bytes(data_dir: Path, mode: s
         assert len(links) == 1
         text = " ".join(b.text for b in result.content if isinstance(b, TextContent))
         assert "read_artifact" in text
-        window = await client.call_tool("read_artifact", {"uri": str(links[0].uri), "offset": 0, "length": 1000})
+        window = await client.call_tool(
+            "read_artifact", {"uri": str(links[0].uri), "offset": 0, "length": 1000}
+        )
         assert not window.is_error
         assert window.structured_content is not None
         assert window.structured_content["window"]["length"] == 1000
         embedded = window.content[1]
-        assert base64.b64decode(getattr(embedded, "resource").blob) == text_of(2_000_000).encode()[:1000]
+        assert base64.b64decode(embedded.resource.blob) == text_of(2_000_000).encode()[:1000]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -152,9 +161,13 @@ async def test_a_sampling_request_reaches_the_client_and_its_answer_goes_back(da
     async def sampling(context: Any, params: CreateMessageRequestParams) -> CreateMessageResult:
         first = params.messages[0].content
         asked.append(first.text if isinstance(first, TextContent) else "")
-        return CreateMessageResult(role="assistant", content=TextContent(text="forty-two"), model="test-model")
+        return CreateMessageResult(
+            role="assistant", content=TextContent(text="forty-two"), model="test-model"
+        )
 
-    async with Client(proxy_params(data_dir, PYTHON_UPSTREAM), mode="legacy", sampling_callback=sampling) as client:
+    async with Client(
+        proxy_params(data_dir, PYTHON_UPSTREAM), mode="legacy", sampling_callback=sampling
+    ) as client:
         result = await client.call_tool("sample", {"prompt": "what is six times seven?"})
     assert asked == ["what is six times seven?"]
     assert result.content == [TextContent(text="model said: forty-two")]

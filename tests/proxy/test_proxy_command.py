@@ -29,24 +29,35 @@ from tests.proxy.conftest import (
 
 def run_proxy(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [blobstore_command(), "proxy", *args], capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL
+        [blobstore_command(), "proxy", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        stdin=subprocess.DEVNULL,
     )
 
 
 def test_a_bad_offload_config_is_one_line_at_start_and_a_failure(tmp_path: Path) -> None:
     config = tmp_path / "offload.toml"
     config.write_text("text_threshold = -5\n")
-    done = run_proxy("--data-dir", str(tmp_path / "d"), "--offload-config", str(config), "--", *PYTHON_UPSTREAM)
+    done = run_proxy(
+        "--data-dir", str(tmp_path / "d"), "--offload-config", str(config), "--", *PYTHON_UPSTREAM
+    )
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "text_threshold" in lines[0] and str(config) in lines[0]
+    assert len(lines) == 1
+    assert "text_threshold" in lines[0]
+    assert str(config) in lines[0]
 
 
 def test_a_missing_offload_config_is_one_line_at_start(tmp_path: Path) -> None:
     missing = tmp_path / "nope.toml"
-    done = run_proxy("--data-dir", str(tmp_path / "d"), "--offload-config", str(missing), "--", *PYTHON_UPSTREAM)
+    done = run_proxy(
+        "--data-dir", str(tmp_path / "d"), "--offload-config", str(missing), "--", *PYTHON_UPSTREAM
+    )
     assert done.returncode != 0
-    assert len(done.stderr.strip().splitlines()) == 1 and str(missing) in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert str(missing) in done.stderr
 
 
 @pytest.mark.parametrize(
@@ -83,11 +94,14 @@ async def test_a_clashing_tool_name_gets_a_prefix_said_on_stderr(tmp_path: Path)
         await peer.handshake()
         tools = json.loads(await peer.request(1, "tools/list", {}))["result"]["tools"]
         names = [t["name"] for t in tools]
-        assert names.count("read_artifact") == 1 and names[-1] == "blobstore_read_artifact"
+        assert names.count("read_artifact") == 1
+        assert names[-1] == "blobstore_read_artifact"
         theirs = json.loads(await peer.request(2, "tools/call", {"name": "read_artifact", "arguments": {}}))
         assert theirs["result"]["content"][0]["text"] == "upstream read_artifact"
         ours = json.loads(
-            await peer.request(3, "tools/call", {"name": "blobstore_read_artifact", "arguments": {"uri": "x"}})
+            await peer.request(
+                3, "tools/call", {"name": "blobstore_read_artifact", "arguments": {"uri": "x"}}
+            )
         )
         assert ours["result"]["isError"] is True
         assert await peer.close() == 0
@@ -97,16 +111,21 @@ async def test_a_clashing_tool_name_gets_a_prefix_said_on_stderr(tmp_path: Path)
 
 
 async def test_no_read_tool_lists_only_the_upstreams_tools(tmp_path: Path) -> None:
-    async with Client(proxy_params(tmp_path / "d", PYTHON_UPSTREAM, "--no-read-tool"), mode="legacy") as client:
+    async with Client(
+        proxy_params(tmp_path / "d", PYTHON_UPSTREAM, "--no-read-tool"), mode="legacy"
+    ) as client:
         names = [t.name for t in (await client.list_tools()).tools]
-        assert "read_artifact" not in names and "echo" in names
+        assert "read_artifact" not in names
+        assert "echo" in names
         result = await client.call_tool("big_text", {"size": 2_000_000})
         texts = " ".join(getattr(b, "text", "") for b in result.content)
         assert "read_artifact" not in texts
         assert any(b.type == "resource_link" for b in result.content)
 
 
-async def test_a_dead_upstream_answers_pending_and_later_calls_and_the_proxy_exits_non_zero(tmp_path: Path) -> None:
+async def test_a_dead_upstream_answers_pending_and_later_calls_and_the_proxy_exits_non_zero(
+    tmp_path: Path,
+) -> None:
     async with raw_peer(proxy_command(tmp_path / "d", PYTHON_UPSTREAM)) as peer:
         await peer.handshake()
         await peer.send({"jsonrpc": "2.0", "id": "slow", "method": "tools/call", "params": {"name": "die"}})
@@ -117,7 +136,9 @@ async def test_a_dead_upstream_answers_pending_and_later_calls_and_the_proxy_exi
     assert status != 0
 
 
-async def test_the_host_closing_stdin_ends_the_proxy_and_the_upstream_with_status_zero(tmp_path: Path) -> None:
+async def test_the_host_closing_stdin_ends_the_proxy_and_the_upstream_with_status_zero(
+    tmp_path: Path,
+) -> None:
     async with raw_peer(proxy_command(tmp_path / "d", PYTHON_UPSTREAM)) as peer:
         await peer.handshake()
         assert json.loads(await peer.request(1, "ping", {}))["result"] == {}
@@ -176,7 +197,8 @@ async def test_a_streamable_http_upstream_is_relayed(tmp_path: Path, everything_
 
     async with Client(params, mode="legacy") as client:
         names = [t.name for t in (await client.list_tools()).tools]
-        assert "echo" in names and names[-1] == "read_artifact"
+        assert "echo" in names
+        assert names[-1] == "read_artifact"
         echo = await client.call_tool("echo", {"message": "over http"})
         assert "over http" in json.dumps(echo.model_dump(mode="json"))
         slow = await client.call_tool(
@@ -184,4 +206,3 @@ async def test_a_streamable_http_upstream_is_relayed(tmp_path: Path, everything_
         )
         assert not slow.is_error
         assert progress == [1.0, 2.0]
-

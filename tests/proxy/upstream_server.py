@@ -70,7 +70,9 @@ def wav(seconds: float, rate: int = 16000) -> bytes:
     frames = int(seconds * rate)
     samples = b"".join(struct.pack("<h", rng.randrange(-8000, 8000)) for _ in range(frames))
     header = b"RIFF" + struct.pack("<I", 36 + len(samples)) + b"WAVEfmt "
-    header += struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16) + b"data" + struct.pack("<I", len(samples))
+    header += (
+        struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16) + b"data" + struct.pack("<I", len(samples))
+    )
     return header + samples
 
 
@@ -85,11 +87,34 @@ def pdf_like(size: int) -> bytes:
 
 
 TOOLS = [
-    Tool(name="echo", description="Echo the text back.", input_schema={"type": "object", "properties": {"text": {"type": "string"}}}),
-    Tool(name="photo", description="A photo-like PNG.", input_schema={"type": "object", "properties": {"width": {"type": "integer"}, "height": {"type": "integer"}}}),
-    Tool(name="audio", description="A WAV recording.", input_schema={"type": "object", "properties": {"seconds": {"type": "number"}}}),
-    Tool(name="big_text", description="A long text.", input_schema={"type": "object", "properties": {"size": {"type": "integer"}}}),
-    Tool(name="pdf", description="An embedded PDF blob.", input_schema={"type": "object", "properties": {"size": {"type": "integer"}}}),
+    Tool(
+        name="echo",
+        description="Echo the text back.",
+        input_schema={"type": "object", "properties": {"text": {"type": "string"}}},
+    ),
+    Tool(
+        name="photo",
+        description="A photo-like PNG.",
+        input_schema={
+            "type": "object",
+            "properties": {"width": {"type": "integer"}, "height": {"type": "integer"}},
+        },
+    ),
+    Tool(
+        name="audio",
+        description="A WAV recording.",
+        input_schema={"type": "object", "properties": {"seconds": {"type": "number"}}},
+    ),
+    Tool(
+        name="big_text",
+        description="A long text.",
+        input_schema={"type": "object", "properties": {"size": {"type": "integer"}}},
+    ),
+    Tool(
+        name="pdf",
+        description="An embedded PDF blob.",
+        input_schema={"type": "object", "properties": {"size": {"type": "integer"}}},
+    ),
     Tool(
         name="structured",
         description="A small image in content and again in structuredContent.",
@@ -114,8 +139,16 @@ TOOLS = [
             "required": ["content", "label"],
         },
     ),
-    Tool(name="progress", description="Reports progress, then answers.", input_schema={"type": "object", "properties": {"steps": {"type": "integer"}}}),
-    Tool(name="sample", description="Asks the host's model (sampling) and returns its answer.", input_schema={"type": "object", "properties": {"prompt": {"type": "string"}}}),
+    Tool(
+        name="progress",
+        description="Reports progress, then answers.",
+        input_schema={"type": "object", "properties": {"steps": {"type": "integer"}}},
+    ),
+    Tool(
+        name="sample",
+        description="Asks the host's model (sampling) and returns its answer.",
+        input_schema={"type": "object", "properties": {"prompt": {"type": "string"}}},
+    ),
     Tool(name="die", description="Exits the server in the middle of the call.", input_schema=ANY_OBJECT),
 ]
 
@@ -125,10 +158,14 @@ RESOURCES = [
 ]
 
 
-async def list_tools(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None) -> ListToolsResult:
+async def list_tools(
+    ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+) -> ListToolsResult:
     tools = list(TOOLS)
     if "--clash" in sys.argv:
-        tools.append(Tool(name="read_artifact", description="The upstream's own read tool.", input_schema=ANY_OBJECT))
+        tools.append(
+            Tool(name="read_artifact", description="The upstream's own read tool.", input_schema=ANY_OBJECT)
+        )
     return ListToolsResult(tools=tools)
 
 
@@ -141,15 +178,21 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequest
         return CallToolResult(content=[TextContent(text="upstream read_artifact")])
     if name == "photo":
         data = photo_png(int(args.get("width", 3000)), int(args.get("height", 2000)))
-        return CallToolResult(content=[ImageContent(data=base64.b64encode(data).decode(), mime_type="image/png")])
+        return CallToolResult(
+            content=[ImageContent(data=base64.b64encode(data).decode(), mime_type="image/png")]
+        )
     if name == "audio":
         data = wav(float(args.get("seconds", 30)))
-        return CallToolResult(content=[AudioContent(data=base64.b64encode(data).decode(), mime_type="audio/wav")])
+        return CallToolResult(
+            content=[AudioContent(data=base64.b64encode(data).decode(), mime_type="audio/wav")]
+        )
     if name == "big_text":
         return CallToolResult(content=[TextContent(text=text_of(int(args.get("size", 2_000_000))))])
     if name == "pdf":
         data = pdf_like(int(args.get("size", 5_000_000)))
-        blob = BlobResourceContents(uri="test://report.pdf", mime_type="application/pdf", blob=base64.b64encode(data).decode())
+        blob = BlobResourceContents(
+            uri="test://report.pdf", mime_type="application/pdf", blob=base64.b64encode(data).decode()
+        )
         return CallToolResult(content=[EmbeddedResource(resource=blob)])
     if name == "structured":
         data = base64.b64encode(photo_png(64, 48)).decode()
@@ -176,20 +219,32 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequest
     return CallToolResult(content=[TextContent(text=f"unknown tool {name}")], is_error=True)
 
 
-async def list_resources(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None) -> ListResourcesResult:
+async def list_resources(
+    ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+) -> ListResourcesResult:
     return ListResourcesResult(resources=RESOURCES)
 
 
-async def read_resource(ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams) -> ReadResourceResult:
+async def read_resource(
+    ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
+) -> ReadResourceResult:
     if params.uri == "test://small.txt":
-        return ReadResourceResult(contents=[TextResourceContents(uri=params.uri, mime_type="text/plain", text="hello")])
+        return ReadResourceResult(
+            contents=[TextResourceContents(uri=params.uri, mime_type="text/plain", text="hello")]
+        )
     data = pdf_like(3_000_000)
     return ReadResourceResult(
-        contents=[BlobResourceContents(uri=params.uri, mime_type="application/octet-stream", blob=base64.b64encode(data).decode())]
+        contents=[
+            BlobResourceContents(
+                uri=params.uri, mime_type="application/octet-stream", blob=base64.b64encode(data).decode()
+            )
+        ]
     )
 
 
-async def list_prompts(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None) -> ListPromptsResult:
+async def list_prompts(
+    ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+) -> ListPromptsResult:
     return ListPromptsResult(prompts=[Prompt(name="greet", description="Say hello.")])
 
 
