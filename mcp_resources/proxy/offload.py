@@ -55,6 +55,8 @@ logger = logging.getLogger("mcp_resources.proxy")
 ENVELOPE_BYTES: Final = 256
 """Room left for the JSON-RPC envelope (``jsonrpc``, ``id``) around the result object."""
 SOURCE: Final = "proxy"
+MIN_IMAGE_EDGE: Final = 256
+"""Over the budget, inline images are halved down to this long edge before they are only linked."""
 REPLACEMENT_BYTES: Final = 1536
 """About what a text line and a resource_link cost: blocks this small are not worth offloading."""
 
@@ -405,7 +407,11 @@ class Offloader:
         result: dict[str, Any],
     ) -> dict[str, Any] | None:
         """``result`` is the object under "result" of the upstream's tools/call response. None when nothing
-        changes (the relay forwards the upstream's bytes), else the new result object."""
+        changes (the relay forwards the upstream's bytes), else the new result object.
+
+        A store that refuses to store (``quota_exceeded``, ``storage_full``, ...) raises the catalogue's
+        :class:`~blobstore.errors.BlobstoreError`; map it with :func:`mcp_resources.errors.to_mcp_error`.
+        """
         rules = self.rules.for_tool(tool)
         if rules.mode == "never":
             return None
@@ -440,18 +446,29 @@ class Offloader:
             victim = self._largest(items)
             if victim is None:
                 return await self._whole(call, result, output_schema, size, tokens)
-            small_text = victim.kind in ("text", "resource-text") and (
-                victim.raw is not None and len(victim.raw) <= rules.text_preview
-            )
-            level = (
-                1 if victim.level == 0 and victim.kind in ("text", "resource-text") and not small_text else 2
-            )
-            await self._apply(call, victim, level=level, edge=edge)
+            await self._shrink(call, victim, edge)
         if not any(item.changed for item in items) and (
             not has_structured or candidate["structuredContent"] is structured
         ):
             return None
         return candidate
+
+    async def _shrink(self, call: _Call, item: _Item, edge: int) -> None:
+        """Offload ``item`` one step further: an inline image is halved in size down to
+        :data:`MIN_IMAGE_EDGE` before it is only linked; a text is cut to its preview, then only linked."""
+        if item.kind == "image":
+            shown = item.inline_image if item.level > 0 else item.original
+            size = _image_size(shown) if shown is not None else None
+            if size is not None and max(size) // 2 >= MIN_IMAGE_EDGE:
+                await self._apply(call, item, level=1, edge=max(size) // 2)
+                if item.inline_image is not None:
+                    return
+            await self._apply(call, item, level=2, edge=edge)
+            return
+        assert item.raw is not None
+        texts = ("text", "resource-text")
+        cut = item.kind in texts and item.level == 0 and len(item.raw) > call.rules.text_preview
+        await self._apply(call, item, level=1 if cut else 2, edge=edge)
 
     def _duplicates(self, items: list[_Item]) -> dict[str, dict[str, Any]]:
         """Base64 payloads the proxy offloaded, each with its replacements (see structured.py)."""
@@ -474,7 +491,7 @@ class Offloader:
             if not item.shrinkable:
                 continue
             size, tokens = item.cost()
-            if size <= REPLACEMENT_BYTES:
+            if not _worth_linking(size, tokens):
                 continue
             weight = max(size / profile.max_result_bytes, tokens / profile.max_result_tokens)
             if best is None or weight > best[0]:
@@ -484,7 +501,7 @@ class Offloader:
     def _hopeless(self, items: list[_Item], size: int, tokens: int) -> bool:
         """Whether even linking every block that can shrink would leave the result over the caps."""
         for item in items:
-            if item.shrinkable and item.cost()[0] > REPLACEMENT_BYTES:
+            if item.shrinkable and _worth_linking(*item.cost()):
                 item_size, item_tokens = item.cost()
                 size += REPLACEMENT_BYTES - item_size
                 tokens += REPLACEMENT_BYTES // BYTES_PER_TOKEN - item_tokens
@@ -595,6 +612,11 @@ class Offloader:
             else None,
         )
         return {"error": {"code": jsonrpc_code(error.code), "message": error.message, "data": data}}
+
+
+def _worth_linking(size: int, tokens: int) -> bool:
+    """Whether a block costs more than the line and link that would replace it."""
+    return size > REPLACEMENT_BYTES or tokens > REPLACEMENT_BYTES // BYTES_PER_TOKEN
 
 
 def _resource_item(content: dict[str, Any], uri: str, index: int) -> _Item:

@@ -228,3 +228,26 @@ async def test_stats_count_artifacts_blobs_and_bytes(repo: MetadataRepository) -
     stats = await repo.stats(now=T0)
 
     assert stats == {"artifacts": 2, "blobs": 2, "bytes_stored": 8, "bytes_logical": 10, "open_uploads": 0}
+
+
+async def test_find_artifacts_with_content_lists_visible_ones_of_the_namespace_newest_first(
+    repo: MetadataRepository,
+) -> None:
+    older = await repo.commit_artifact(
+        blob=blob_info(b"shared bytes"), artifact=new_artifact(expires_at=T0 + timedelta(days=1))
+    )
+    newer = await repo.commit_artifact(
+        blob=blob_info(b"shared bytes"),
+        artifact=new_artifact(created_at=T0 + timedelta(seconds=1), expires_at=T0 + timedelta(days=1)),
+    )
+    await repo.commit_artifact(blob=blob_info(b"shared bytes"), artifact=new_artifact(namespace="other"))
+    await repo.commit_artifact(
+        blob=blob_info(b"shared bytes"), artifact=new_artifact(expires_at=T0 - timedelta(seconds=1))
+    )
+    await repo.commit_artifact(blob=blob_info(b"other bytes"), artifact=new_artifact())
+    sha = blob_info(b"shared bytes").sha256
+
+    found = await repo.find_artifacts_with_content("ns", sha, now=T0)
+
+    assert [a.id for a in found] == [newer.artifact.id, older.artifact.id]
+    assert await repo.find_artifacts_with_content("ns", "0" * 64, now=T0) == []

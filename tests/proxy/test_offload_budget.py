@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jsonschema import validate
 
 from mcp_resources.content import estimate_image_tokens
 from mcp_resources.proxy.offload import ENVELOPE_BYTES, measure
@@ -105,6 +106,12 @@ IMAGES = {
 }
 AUDIO = {seconds: wav_bytes(seconds) for seconds in (0.2, 3.0, 20.0)}
 
+MIRROR_SCHEMA = {
+    "type": "object",
+    "properties": {"content": {"type": "array", "items": {"type": "object", "required": ["type"]}}},
+    "required": ["content"],
+}
+
 blocks = st.one_of(
     st.tuples(st.just("text"), st.integers(0, 150_000)),
     st.tuples(st.just("image"), st.sampled_from(sorted(IMAGES))),
@@ -155,13 +162,17 @@ def test_no_offloaded_result_exceeds_its_profile_caps(tmp_path: Path) -> None:
                 rng = random.Random(seed)
                 content = [make_block(kind, value, rng) for kind, value in mix]
                 result: dict[str, Any] = {"content": content}
+                schema = None
                 if mirror:
                     result["structuredContent"] = {"content": [dict(block) for block in content]}
+                    schema = MIRROR_SCHEMA
                 out = runner.run(
                     offloaders[profile].tool_result(
-                        tool="mix", arguments={"seed": seed}, output_schema=None, result=result
+                        tool="mix", arguments={"seed": seed}, output_schema=schema, result=result
                     )
                 )
+                if out is not None and "structuredContent" in out:
+                    validate(out["structuredContent"], MIRROR_SCHEMA)
                 seen["unchanged" if out is None else "offloaded"] += 1
                 size, tokens = measure(out if out is not None else result)
                 caps = HOST_PROFILES[profile]
@@ -174,3 +185,19 @@ def test_no_offloaded_result_exceeds_its_profile_caps(tmp_path: Path) -> None:
             assert seen["offloaded"] > 0
         finally:
             runner.run(stack.aclose())
+
+
+async def test_over_the_token_cap_images_are_halved_before_any_is_only_linked(rig: Rig) -> None:
+    # 30 images of 1024x768 px: about 1,036 tokens each, 31,000 in all, over claude-code's 25,000.
+    shots = [image_block(flat_png(1024, 768, (i * 8, 90, 160))) for i in range(30)]
+    out = await rig.offloader(profile="claude-code").tool_result(
+        tool="gallery", arguments={}, output_schema=None, result={"content": shots}
+    )
+    assert out is not None
+    assert measure(out)[1] <= 25_000
+    images = [b for b in out["content"] if b["type"] == "image"]
+    assert len(images) == 30
+    halved = [b for b in images if b not in shots]
+    assert halved
+    assert all(b["_meta"]["dev.blobstore/artifact"]["width"] == 512 for b in halved)
+    assert len(links(out)) == len(halved)
