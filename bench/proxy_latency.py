@@ -7,7 +7,7 @@ direct and proxied in blocks so load on the machine hits both alike. Prints p50/
 difference of the medians.
 
     .venv/bin/python bench/proxy_latency.py --calls 1000
-    .venv/bin/python bench/proxy_latency.py --upstream filesystem   # server-filesystem's list_allowed_directories
+    .venv/bin/python bench/proxy_latency.py --upstream filesystem   # list_allowed_directories
 
 The default upstream is the tests' Python server (``tests/proxy/upstream_server.py``, tool ``echo``);
 ``filesystem`` needs ``npm ci --prefix tests/proxy/js``.
@@ -89,7 +89,9 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--block", type=int, default=50, help="calls per path before switching")

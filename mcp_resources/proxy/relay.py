@@ -28,8 +28,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, PROTOCOL_VERSION_META_KEY
+from mcp.types import INVALID_PARAMS, METHOD_NOT_FOUND, PROTOCOL_VERSION_META_KEY
 
+from blobstore.errors import UpstreamUnavailable
+from mcp_resources.errors import error_data, jsonrpc_code
 from mcp_resources.proxy.local import READ_TOOL, LocalStore
 from mcp_resources.proxy.transport import Channel, Upstream
 from mcp_resources.uris import is_store_uri
@@ -39,7 +41,6 @@ logger = logging.getLogger("mcp_resources.proxy")
 HOST_PART: Final = "h:"
 STORE_PART: Final = "s:"
 READ_TOOL_PREFIX: Final = "blobstore_"
-UPSTREAM_GONE: Final = "upstream_unavailable"
 SERVER_INFO_META_KEY: Final = "io.modelcontextprotocol/serverInfo"
 
 
@@ -184,9 +185,7 @@ class Relay:
             await self._to_upstream({**message, "id": proxy_id})
         except UpstreamGone:
             self._settle(proxy_id)
-            await self._error(
-                pending.host_id, INTERNAL_ERROR, self._gone_message(), {"reason": UPSTREAM_GONE}
-            )
+            await self._answer(pending.host_id, self._gone_error())
 
     def _settle(self, proxy_id: str) -> Pending | Own | None:
         entry = self._pending.pop(proxy_id, None)
@@ -203,6 +202,10 @@ class Relay:
             params = {**params, "_meta": {**params.get("_meta", {}), **self._envelope}}
         await self._to_upstream({"jsonrpc": "2.0", "id": proxy_id, "method": method, "params": params})
         return await own.future
+
+    def _gone_error(self) -> dict[str, Any]:
+        exc = UpstreamUnavailable(self._gone_message())
+        return {"error": {"code": jsonrpc_code(exc.code), "message": exc.message, "data": error_data(exc)}}
 
     def _gone_message(self) -> str:
         status = self.upstream.exit_status()
@@ -268,10 +271,10 @@ class Relay:
             entry = self._settle(proxy_id)
             if isinstance(entry, Own):
                 if not entry.future.done():
-                    entry.future.set_result({"error": {"code": INTERNAL_ERROR, "message": text}})
+                    entry.future.set_result(self._gone_error())
             elif entry is not None:
                 with contextlib.suppress(Exception):
-                    await self._error(entry.host_id, INTERNAL_ERROR, text, {"reason": UPSTREAM_GONE})
+                    await self._answer(entry.host_id, self._gone_error())
 
     async def _safe_upstream(self, message: bytes | Mapping[str, Any]) -> None:
         with contextlib.suppress(UpstreamGone):
@@ -294,7 +297,7 @@ class Relay:
         if isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta:
             self._envelope = {k: v for k, v in meta.items() if k.startswith("io.modelcontextprotocol/")}
         if self._gone:
-            await self._error(host_id, INTERNAL_ERROR, self._gone_message(), {"reason": UPSTREAM_GONE})
+            await self._answer(host_id, self._gone_error())
             return
         handled = await self._route_local(message, method, params, host_id)
         if handled:
@@ -574,9 +577,7 @@ class Relay:
         try:
             await self._fetch_tools()
         except UpstreamGone:
-            await self._error(
-                pending.host_id, INTERNAL_ERROR, self._gone_message(), {"reason": UPSTREAM_GONE}
-            )
+            await self._answer(pending.host_id, self._gone_error())
             return
         await self._forward_request(message, pending)
 

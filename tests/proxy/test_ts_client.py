@@ -1,4 +1,4 @@
-"""``blobstore proxy`` driven by the TypeScript SDK client (``tests/proxy/js/client.mjs``, a real node process).
+"""``blobstore proxy`` driven by the TypeScript SDK client (``tests/proxy/js/client.mjs``, run by node).
 
 The TypeScript client validates ``structuredContent`` against each tool's ``outputSchema`` itself, so a result
 the proxy rewrote must still satisfy the upstream's schema for these calls to succeed.
