@@ -80,6 +80,7 @@ async def run_proxy(
             )
 
         upstream: Upstream = HttpUpstream(url, headers) if url is not None else StdioUpstream(command)
+        await upstream.start()
         host = HostStdio()
         await host.open()
         async with local.running():

@@ -210,13 +210,12 @@ class Relay:
     def _gone_message(self) -> str:
         status = self.upstream.exit_status()
         why = f" (exit status {status})" if status is not None else ""
-        return f"the upstream MCP server {self.upstream.description} is gone{why}"
+        return f"the upstream MCP server {self.upstream_name} is gone{why}"
 
     # -- main loops -------------------------------------------------------------------------------------
 
     async def run(self) -> int:
-        """Relay until the host closes (0) or the upstream goes away (1)."""
-        await self.upstream.start()
+        """Relay until the host closes (0) or the upstream goes away (1); the upstream is started."""
         host_task = asyncio.create_task(self._host_loop())
         upstream_task = asyncio.create_task(self._upstream_loop())
         done, _ = await asyncio.wait({host_task, upstream_task}, return_when=asyncio.FIRST_COMPLETED)

@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, Protocol
+from typing import Any, BinaryIO, Final, Protocol
 
 import httpx
 from mcp.shared.inbound import (
@@ -68,31 +68,56 @@ async def _read_line(reader: asyncio.StreamReader) -> bytes | None:
 
 
 class HostStdio:
-    """The host's side: messages in on stdin, out on stdout."""
+    """The host's side: messages in on stdin, out on stdout.
+
+    Pipes and sockets (what hosts give) are read and written by the event loop; anything else (a file, a
+    terminal, ``/dev/null``) line by line in a worker thread.
+    """
 
     def __init__(self) -> None:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
+        self._stdin: BinaryIO | None = None
+        self._stdout: BinaryIO | None = None
 
     async def open(self) -> None:
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=LINE_LIMIT)
         # Duplicates, so closing the transports never closes the process's own descriptors.
         stdin = os.fdopen(os.dup(sys.stdin.fileno()), "rb", buffering=0)
         stdout = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
-        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, stdout)
-        self._reader = reader
-        self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        reader = asyncio.StreamReader(limit=LINE_LIMIT)
+        try:
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
+            self._reader = reader
+        except (ValueError, OSError):
+            self._stdin = os.fdopen(os.dup(sys.stdin.fileno()), "rb")
+            stdin.close()
+        try:
+            transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, stdout)
+            self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        except (ValueError, OSError):
+            self._stdout = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+            stdout.close()
 
     async def receive(self) -> bytes | None:
-        assert self._reader is not None
-        return await _read_line(self._reader)
+        if self._reader is not None:
+            return await _read_line(self._reader)
+        assert self._stdin is not None
+        while True:
+            line = await asyncio.to_thread(self._stdin.readline)
+            if not line:
+                return None
+            if line.strip():
+                return line.strip()
 
     async def send(self, message: bytes) -> None:
-        assert self._writer is not None
-        self._writer.write(message + b"\n")
-        await self._writer.drain()
+        if self._writer is not None:
+            self._writer.write(message + b"\n")
+            await self._writer.drain()
+            return
+        assert self._stdout is not None
+        out = self._stdout
+        await asyncio.to_thread(lambda: (out.write(message + b"\n"), out.flush()))
 
 
 class StdioUpstream:
