@@ -6,9 +6,12 @@ read tool come after the upstream's; progress and sampling travel both ways; a d
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
+import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +27,19 @@ from mcp.types import (
 )
 from PIL import Image
 
+from blobstore.config import Settings
+from blobstore.models import Caller
+from blobstore.runtime import open_service
 from tests.proxy.conftest import (
+    NAMESPACE,
     PYTHON_UPSTREAM,
+    TIMEOUT,
     direct_params,
+    proxy_command,
     proxy_params,
+    raw_peer,
 )
-from tests.proxy.upstream_server import photo_png, text_of
+from tests.proxy.upstream_server import pdf_like, photo_png, text_of
 
 MODES = ["legacy", "auto"]
 STORE_TEMPLATE = "blobstore://artifacts/{artifact_id}{?offset,length}"
@@ -182,3 +192,69 @@ async def test_a_dead_upstream_fails_the_pending_call_instead_of_hanging(data_di
         assert "upstream" in failure.value.error.message
         assert isinstance(failure.value.error.data, dict)
         assert failure.value.error.data["reason"] == "upstream_unavailable"
+
+
+async def test_a_cancellation_from_the_host_reaches_the_upstream(data_dir: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    async with raw_peer(proxy_command(data_dir, PYTHON_UPSTREAM)) as peer:
+        await peer.handshake()
+        await peer.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 41,
+                "method": "tools/call",
+                "params": {"name": "block", "arguments": {"marker": str(marker)}},
+            }
+        )
+        await wait_for(lambda: marker.exists() and marker.read_text() == "started")
+        await peer.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 41}})
+        await wait_for(lambda: marker.read_text() == "cancelled")
+        # The proxy and the upstream still serve.
+        assert json.loads(await peer.request(42, "ping", {}))["result"] == {}
+
+
+async def test_a_large_upstream_resource_is_answered_with_its_store_copy(data_dir: Path) -> None:
+    async with Client(proxy_params(data_dir, PYTHON_UPSTREAM), mode="legacy") as client:
+        with pytest.raises(MCPError) as failure:
+            await client.read_resource("test://big.bin")
+        data = failure.value.error.data
+        assert isinstance(data, dict)
+        assert data["reason"] == "range_required"
+        assert data["upstreamUri"] == "test://big.bin"
+        assert await read_whole(client, data["uri"]) == pdf_like(3_000_000)
+
+
+async def test_store_resources_page_after_the_upstreams_with_composite_cursors(data_dir: Path) -> None:
+    settings = Settings(data_dir=data_dir)
+    async with open_service(settings) as service:
+        for i in range(105):
+            await service.create_artifact(
+                Caller(namespace=NAMESPACE),
+                one(f"artifact {i}".encode()),
+                name=f"a{i}.txt",
+                mime_type="text/plain",
+            )
+    async with Client(proxy_params(data_dir, PYTHON_UPSTREAM), mode="legacy") as client:
+        first = await client.list_resources()
+        assert [str(r.uri) for r in first.resources[:2]] == ["test://small.txt", "test://big.bin"]
+        assert len(first.resources) == 102
+        assert first.next_cursor is not None
+        assert first.next_cursor.startswith("s:")
+        second = await client.list_resources(cursor=first.next_cursor)
+        assert second.next_cursor is None
+        uris = [str(r.uri) for r in [*first.resources[2:], *second.resources]]
+        assert len(uris) == len(set(uris)) == 105
+        assert all(uri.startswith("blobstore://artifacts/") for uri in uris)
+        with pytest.raises(MCPError):
+            await client.list_resources(cursor="garbage")
+
+
+async def one(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+async def wait_for(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)

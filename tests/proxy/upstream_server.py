@@ -150,6 +150,11 @@ TOOLS = [
         input_schema={"type": "object", "properties": {"prompt": {"type": "string"}}},
     ),
     Tool(name="die", description="Exits the server in the middle of the call.", input_schema=ANY_OBJECT),
+    Tool(
+        name="block",
+        description="Writes 'started' to the file `marker`, waits until cancelled, then writes 'cancelled'.",
+        input_schema={"type": "object", "properties": {"marker": {"type": "string"}}},
+    ),
 ]
 
 RESOURCES = [
@@ -216,6 +221,14 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequest
         return CallToolResult(content=[TextContent(text=f"model said: {text}")])
     if name == "die":
         os._exit(3)
+    if name == "block":
+        marker = anyio.Path(str(args["marker"]))
+        await marker.write_text("started")
+        try:
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await marker.write_text("cancelled")
     return CallToolResult(content=[TextContent(text=f"unknown tool {name}")], is_error=True)
 
 
