@@ -63,6 +63,8 @@ async def test_large_photo_becomes_a_downscaled_image_and_a_link_to_the_original
     width, height = pixels(images[0])
     assert max(width, height) <= 1024
     assert len(base64.b64decode(images[0]["data"])) <= rig.settings.inline_limit
+    # A noisy photo as a 1024 px PNG is over 512 KiB; the fallback JPEG fits.
+    assert images[0]["mimeType"] == "image/jpeg"
     (link,) = links(out)
     assert await rig.bytes_of(link["uri"]) == photo
     assert link["size"] == len(photo)
