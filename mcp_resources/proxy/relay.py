@@ -31,7 +31,7 @@ from typing import Any, Final, Protocol
 from mcp.types import INVALID_PARAMS, METHOD_NOT_FOUND, PROTOCOL_VERSION_META_KEY
 
 from blobstore.errors import UpstreamUnavailable
-from mcp_resources.errors import error_data, jsonrpc_code
+from mcp_resources.errors import error_data, jsonrpc_code, to_mcp_error
 from mcp_resources.proxy.local import READ_TOOL, LocalStore
 from mcp_resources.proxy.transport import Channel, Upstream
 from mcp_resources.uris import is_store_uri
@@ -105,6 +105,9 @@ class UpstreamGone(Exception):
     pass
 
 
+_NOBODY: Final = object()
+
+
 class Relay:
     def __init__(
         self,
@@ -142,14 +145,21 @@ class Relay:
     def _new_id(self) -> str:
         return f"bp-{self._nonce}-{next(self._counter)}"
 
-    def _spawn(self, work: Awaitable[None]) -> None:
+    def _spawn(self, work: Awaitable[None], *, answering: Any = _NOBODY) -> None:
+        """Run ``work`` beside the loops; if it fails, the host request it is ``answering`` gets an error."""
+
         async def run() -> None:
             try:
                 await work
             except UpstreamGone:
-                pass
-            except Exception:
-                logger.exception("proxy: failed while relaying a message")
+                if answering is not _NOBODY:
+                    await self._answer(answering, self._gone_error())
+            except Exception as exc:
+                logger.error("blobstore proxy: failed while relaying a message", exc_info=exc)
+                if answering is not _NOBODY:
+                    error = to_mcp_error(exc)
+                    fragment = {"code": error.code, "message": error.message, "data": error.data}
+                    await self._answer(answering, {"error": fragment})
 
         task = asyncio.create_task(run())
         self._tasks.add(task)
@@ -318,7 +328,7 @@ class Relay:
             if isinstance(cursor, str) and cursor.startswith(HOST_PART):
                 message = {**message, "params": {**params, "cursor": cursor[len(HOST_PART) :]}}
         if method == "tools/call" and self._needs_tools(params.get("name")):
-            self._spawn(self._call_after_tools(message, pending))
+            self._spawn(self._call_after_tools(message, pending), answering=host_id)
             return
         await self._forward_request(message, pending)
 
@@ -327,17 +337,20 @@ class Relay:
     ) -> bool:
         """Answer what the store serves; True when handled."""
         if method == "resources/read" and is_store_uri(str(params.get("uri", ""))):
-            self._spawn(self._local(host_id, message))
+            self._spawn(self._local(host_id, message), answering=host_id)
             return True
         if method == "tools/call" and self.read_tool is not None and params.get("name") == self.read_tool:
-            self._spawn(self._local(host_id, {**message, "params": {**params, "name": READ_TOOL}}))
+            self._spawn(
+                self._local(host_id, {**message, "params": {**params, "name": READ_TOOL}}), answering=host_id
+            )
             return True
         if method in ("resources/list", "resources/templates/list"):
             cursor = params.get("cursor")
             if cursor is None or (isinstance(cursor, str) and cursor.startswith(HOST_PART)):
                 return False
             if isinstance(cursor, str) and cursor.startswith(STORE_PART):
-                self._spawn(self._local_page(host_id, message, cursor[len(STORE_PART) :] or None))
+                page = self._local_page(host_id, message, cursor[len(STORE_PART) :] or None)
+                self._spawn(page, answering=host_id)
             else:
                 await self._error(host_id, INVALID_PARAMS, "invalid cursor", {"reason": "invalid_request"})
             return True
@@ -422,7 +435,8 @@ class Relay:
         if entry.handle is None:
             await self._to_host(self._restore_id(raw, ident, entry.host_id, message))
             return
-        self._spawn(entry.handle(entry, self._restore_id(raw, ident, entry.host_id, message), message))
+        restored = self._restore_id(raw, ident, entry.host_id, message)
+        self._spawn(entry.handle(entry, restored, message), answering=entry.host_id)
 
     @staticmethod
     def _restore_id(raw: bytes, proxy_id: str, host_id: Any, message: dict[str, Any]) -> bytes:
@@ -606,7 +620,7 @@ class Relay:
             await self._to_host(raw)
             return
         if self._offloader is None:
-            await self._ensure_read_tool(set((self._tools or {}).keys()))
+            await self._fetch_tools()
         assert self._offloader is not None
         fragment = await self._offloader.resource_read(
             uri=str(pending.params.get("uri")), params=pending.params, result=result
