@@ -219,7 +219,9 @@ class Relay:
 
     def _gone_message(self) -> str:
         status = self.upstream.exit_status()
-        why = f" (exit status {status})" if status is not None else ""
+        why = ""
+        if status is not None:
+            why = f" (killed by signal {-status})" if status < 0 else f" (exit status {status})"
         return f"the upstream MCP server {self.upstream_name} is gone{why}"
 
     # -- main loops -------------------------------------------------------------------------------------
@@ -252,8 +254,8 @@ class Relay:
                 await self._error(None, -32700, "Parse error")
                 continue
             if not isinstance(message, dict):
-                # Batches are not part of the protocol since 2025-06-18; pass them through untouched.
-                await self._safe_upstream(raw)
+                # JSON-RPC batches left MCP in 2025-06-18; no version the proxy relays has them.
+                await self._error(None, -32600, "Invalid Request: batches are not supported")
                 continue
             await self._from_host(raw, message)
         self._host_done = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -206,3 +207,28 @@ async def test_a_streamable_http_upstream_is_relayed(tmp_path: Path, everything_
         )
         assert not slow.is_error
         assert progress == [1.0, 2.0]
+
+
+def children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found.extend(int(c) for c in (task / "children").read_text().split())
+    return found
+
+
+async def test_killing_the_upstream_fails_the_pending_call_and_ends_the_proxy(tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    async with raw_peer(proxy_command(tmp_path / "d", PYTHON_UPSTREAM)) as peer:
+        await peer.handshake()
+        call = {"name": "block", "arguments": {"marker": str(marker)}}
+        await peer.send({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": call})
+        deadline = time.monotonic() + TIMEOUT
+        while not marker.exists():
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
+        (upstream,) = children(peer.process.pid)
+        os.kill(upstream, signal.SIGKILL)
+        answer = json.loads(await peer.response(9))
+        assert answer["error"]["data"]["reason"] == "upstream_unavailable"
+        assert "killed by signal 9" in answer["error"]["message"]
+        assert await asyncio.wait_for(peer.process.wait(), TIMEOUT) == 1
