@@ -232,3 +232,51 @@ async def test_killing_the_upstream_fails_the_pending_call_and_ends_the_proxy(tm
         assert answer["error"]["data"]["reason"] == "upstream_unavailable"
         assert "killed by signal 9" in answer["error"]["message"]
         assert await asyncio.wait_for(peer.process.wait(), TIMEOUT) == 1
+
+
+@pytest.fixture
+def store_http(tmp_path: Path) -> Iterator[str]:
+    """``blobstore serve`` (its stateless /mcp speaks both eras) as a streamable-HTTP upstream."""
+    port = free_port()
+    process = subprocess.Popen(
+        [blobstore_command(), "serve", "--data-dir", str(tmp_path / "upstream"), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert process.poll() is None, "blobstore serve did not start"
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        yield f"{base}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=TIMEOUT)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_streamable_http_upstream_is_relayed_in_both_eras(
+    tmp_path: Path, store_http: str, mode: str
+) -> None:
+    params = StdioServerParameters(
+        command=blobstore_command(),
+        args=["proxy", "--data-dir", str(tmp_path / "d"), "--upstream-url", store_http],
+    )
+    async with Client(params, mode=mode) as client:
+        assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+        names = [t.name for t in (await client.list_tools()).tools]
+        # The upstream has its own read_artifact: the proxy's gets the prefix.
+        assert names[-2:] == ["read_artifact", "blobstore_read_artifact"]
+        begun = await client.call_tool("upload_begin", {"name": "x.txt", "size": 5})
+        assert begun.structured_content is not None
+        upload_id = begun.structured_content["upload_id"]
+        status = await client.call_tool("upload_status", {"upload_id": upload_id})
+        assert status.structured_content is not None
+        assert status.structured_content["state"] == "open"
