@@ -6,6 +6,7 @@ upstream directly and through the proxy, and the response lines compared as byte
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
@@ -23,6 +24,7 @@ from mcp.types import (
     ElicitResult,
     ImageContent,
     ListRootsResult,
+    LoggingMessageNotificationParams,
     ResourceLink,
     Root,
     TextContent,
@@ -31,6 +33,7 @@ from PIL import Image
 
 from tests.proxy.conftest import (
     PYTHON_UPSTREAM,
+    TIMEOUT,
     direct_params,
     everything_upstream,
     filesystem_upstream,
@@ -198,3 +201,23 @@ async def test_server_requests_of_a_real_server_reach_the_client_and_back(data_d
     assert "elicit" in asked
     assert "decline" in json.dumps(wire(elicited)).lower()
     assert "proxy-root" in json.dumps(wire(rooted))
+
+
+async def test_log_messages_of_a_real_server_reach_the_client(data_dir: Path) -> None:
+    received = asyncio.Event()
+    levels: list[str] = []
+
+    async def on_log(params: LoggingMessageNotificationParams) -> None:
+        levels.append(params.level)
+        received.set()
+
+    async with Client(
+        proxy_params(data_dir, everything_upstream()), mode="legacy", logging_callback=on_log
+    ) as client:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await client.set_logging_level("debug")
+        await client.call_tool("toggle-simulated-logging", {})
+        await asyncio.wait_for(received.wait(), TIMEOUT)
+        await client.call_tool("toggle-simulated-logging", {})
+    assert levels
