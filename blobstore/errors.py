@@ -33,7 +33,8 @@ Hierarchy::
     ├── StorageFull               storage_full          (ENOSPC, EDQUOT)
     ├── StorageUnavailable        storage_unavailable   (I/O error, backend down)
     ├── Corruption                corruption            (stored bytes fail their checksum)
-    └── Internal                  internal
+    ├── Internal                  internal
+    └── UpstreamUnavailable       upstream_unavailable  (the proxy's upstream MCP server is gone)
 """
 
 from __future__ import annotations
@@ -206,6 +207,13 @@ class Corruption(BlobstoreError):
 class Internal(BlobstoreError):
     code = "internal"
     default_message = "internal error"
+
+
+class UpstreamUnavailable(BlobstoreError):
+    """``blobstore proxy``: the upstream MCP server exited or cannot be reached."""
+
+    code = "upstream_unavailable"
+    default_message = "the upstream MCP server is unavailable"
 
 
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})

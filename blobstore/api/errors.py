@@ -61,6 +61,7 @@ STATUS_BY_CODE: Final[Mapping[str, int]] = {
     "storage_unavailable": 503,
     "corruption": 500,
     "internal": 500,
+    "upstream_unavailable": 502,
 }
 
 # Problem members an error's details must never overwrite.

@@ -27,6 +27,7 @@ COMMAND_MODULES: dict[str, str] = {
     "stats": "admin",
     "migrate": "admin",
     "token": "tokens",
+    "proxy": "proxy",
 }
 
 

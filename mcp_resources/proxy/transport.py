@@ -1,0 +1,323 @@
+"""Raw JSON-RPC channels for the proxy: the host on stdio, the upstream as a child process or over HTTP.
+
+Each channel moves whole messages as bytes (one JSON text, no newline), so the relay can forward what it
+received without serializing it again. Over stdio a message is one line (newline-delimited JSON, as MCP's
+stdio transport defines); over streamable HTTP every message is a POST whose answer is JSON or an SSE stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any, BinaryIO, Final, Protocol
+
+import httpx
+from mcp.shared.inbound import (
+    MCP_METHOD_HEADER,
+    MCP_NAME_HEADER,
+    MCP_PROTOCOL_VERSION_HEADER,
+    NAME_BEARING_METHODS,
+    encode_header_value,
+)
+from mcp.types import PROTOCOL_VERSION_META_KEY
+
+logger = logging.getLogger("mcp_resources.proxy")
+
+LINE_LIMIT: Final = 256 * 1024 * 1024
+"""The longest message accepted on a stdio channel (a line holds a whole result, base64 included)."""
+MCP_SESSION_ID: Final = "mcp-session-id"
+
+
+class Channel(Protocol):
+    async def receive(self) -> bytes | None:
+        """The next message, or None at the end."""
+
+    async def send(self, message: bytes) -> None: ...
+
+
+class Upstream(Channel, Protocol):
+    description: str
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None:
+        """Stop sending; end the upstream (politely first)."""
+
+    def exit_status(self) -> int | None: ...
+
+    async def finished(self) -> None:
+        """Wait until the upstream has ended (a child process exits)."""
+
+
+async def _read_line(reader: asyncio.StreamReader) -> bytes | None:
+    while True:
+        try:
+            line = await reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:
+            line = exc.partial
+            if not line.strip():
+                return None
+        stripped = line.strip()
+        if stripped:
+            return stripped
+
+
+class HostStdio:
+    """The host's side: messages in on stdin, out on stdout.
+
+    Pipes and sockets (what hosts give) are read and written by the event loop; anything else (a file, a
+    terminal, ``/dev/null``) line by line in a worker thread.
+    """
+
+    def __init__(self) -> None:
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._stdin: BinaryIO | None = None
+        self._stdout: BinaryIO | None = None
+
+    async def open(self) -> None:
+        loop = asyncio.get_running_loop()
+        # Duplicates, so closing the transports never closes the process's own descriptors.
+        stdin = os.fdopen(os.dup(sys.stdin.fileno()), "rb", buffering=0)
+        stdout = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
+        reader = asyncio.StreamReader(limit=LINE_LIMIT)
+        try:
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
+            self._reader = reader
+        except (ValueError, OSError):
+            self._stdin = os.fdopen(os.dup(sys.stdin.fileno()), "rb")
+            stdin.close()
+        try:
+            transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, stdout)
+            self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        except (ValueError, OSError):
+            self._stdout = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+            stdout.close()
+
+    async def receive(self) -> bytes | None:
+        if self._reader is not None:
+            return await _read_line(self._reader)
+        assert self._stdin is not None
+        while True:
+            line = await asyncio.to_thread(self._stdin.readline)
+            if not line:
+                return None
+            if line.strip():
+                return line.strip()
+
+    async def send(self, message: bytes) -> None:
+        if self._writer is not None:
+            self._writer.write(message + b"\n")
+            await self._writer.drain()
+            return
+        assert self._stdout is not None
+        out = self._stdout
+        await asyncio.to_thread(lambda: (out.write(message + b"\n"), out.flush()))
+
+
+class StdioUpstream:
+    """An upstream MCP server run as a child process; its stderr goes to ours."""
+
+    def __init__(self, command: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+        self.command = list(command)
+        self.env = dict(env) if env is not None else None
+        self.description = os.path.basename(self.command[0])
+        self._process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        self._process = await asyncio.create_subprocess_exec(
+            *self.command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env=self.env,
+            limit=LINE_LIMIT,
+        )
+
+    async def receive(self) -> bytes | None:
+        assert self._process is not None
+        assert self._process.stdout is not None
+        return await _read_line(self._process.stdout)
+
+    async def send(self, message: bytes) -> None:
+        assert self._process is not None
+        assert self._process.stdin is not None
+        stdin = self._process.stdin
+        if stdin.is_closing():
+            raise ConnectionResetError("upstream stdin is closed")
+        stdin.write(message + b"\n")
+        await stdin.drain()
+
+    async def close(self, grace: float = 5.0) -> None:
+        process = self._process
+        if process is None or process.returncode is not None:
+            return
+        if process.stdin is not None and not process.stdin.is_closing():
+            process.stdin.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.wait(), grace)
+            return
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.wait(), grace)
+            return
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+
+    def exit_status(self) -> int | None:
+        return self._process.returncode if self._process is not None else None
+
+    async def finished(self) -> None:
+        if self._process is not None:
+            await self._process.wait()
+
+
+class HttpUpstream:
+    """A streamable-HTTP upstream: every message is a POST; answers come back as JSON or an SSE stream."""
+
+    def __init__(self, url: str, headers: Mapping[str, str] | None = None, *, timeout: float = 300.0) -> None:
+        self.url = url
+        self.description = httpx.URL(url).host or url
+        self._headers = dict(headers or {})
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=30.0))
+        self._inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._session_id: str | None = None
+        self._version: str | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
+        self._failed = False
+
+    async def start(self) -> None:
+        return None
+
+    async def receive(self) -> bytes | None:
+        return await self._inbox.get()
+
+    def _headers_for(self, message: Mapping[str, Any]) -> dict[str, str]:
+        headers = {
+            **self._headers,
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+        }
+        if self._session_id:
+            headers[MCP_SESSION_ID] = self._session_id
+        params = message.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
+        if isinstance(version, str):
+            method = str(message.get("method"))
+            headers[MCP_PROTOCOL_VERSION_HEADER] = version
+            headers[MCP_METHOD_HEADER] = method
+            name_key = NAME_BEARING_METHODS.get(method)
+            name = params.get(name_key) if name_key is not None and isinstance(params, dict) else None
+            if isinstance(name, str):
+                headers[MCP_NAME_HEADER] = encode_header_value(name)
+        elif self._version:
+            headers[MCP_PROTOCOL_VERSION_HEADER] = self._version
+        return headers
+
+    async def send(self, message: bytes) -> None:
+        if self._closed:
+            raise ConnectionResetError("upstream is closed")
+        parsed = json.loads(message)
+        task = asyncio.create_task(self._post(message, parsed))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _post(self, body: bytes, message: Mapping[str, Any]) -> None:
+        try:
+            async with self._client.stream(
+                "POST", self.url, content=body, headers=self._headers_for(message)
+            ) as response:
+                if response.headers.get(MCP_SESSION_ID):
+                    self._session_id = response.headers[MCP_SESSION_ID]
+                if response.status_code == 202:
+                    return
+                if response.status_code >= 400:
+                    await self._http_error(response, message)
+                    return
+                kind = response.headers.get("content-type", "").split(";")[0].strip()
+                if kind == "text/event-stream":
+                    await self._read_sse(response)
+                else:
+                    answer = (await response.aread()).strip()
+                    if answer:
+                        self._learn_version(answer)
+                        await self._inbox.put(answer)
+        except httpx.HTTPError as exc:
+            logger.error("upstream %s: HTTP request failed: %s", self.description, type(exc).__name__)
+            await self._fail()
+
+    async def _http_error(self, response: httpx.Response, message: Mapping[str, Any]) -> None:
+        body = (await response.aread()).strip()
+        if "id" in message and "method" in message:
+            try:
+                parsed = json.loads(body)
+                if isinstance(parsed, dict) and "error" in parsed and "id" in parsed:
+                    await self._inbox.put(body)
+                    return
+            except ValueError:
+                pass
+            error = {
+                "jsonrpc": "2.0",
+                "id": message["id"],
+                "error": {"code": -32603, "message": f"upstream answered HTTP {response.status_code}"},
+            }
+            await self._inbox.put(json.dumps(error).encode())
+        if response.status_code == 404 and self._session_id is not None:
+            logger.error("upstream %s: session ended (HTTP 404)", self.description)
+            await self._fail()
+
+    def _learn_version(self, answer: bytes) -> None:
+        if self._version is not None or b'"protocolVersion"' not in answer:
+            return
+        with contextlib.suppress(ValueError, AttributeError):
+            result = json.loads(answer).get("result") or {}
+            version = result.get("protocolVersion")
+            if isinstance(version, str):
+                self._version = version
+
+    async def _read_sse(self, response: httpx.Response) -> None:
+        data: list[str] = []
+        async for line in response.aiter_lines():
+            if line == "":
+                if data:
+                    payload = "\n".join(data).strip().encode()
+                    data = []
+                    if payload:
+                        self._learn_version(payload)
+                        await self._inbox.put(payload)
+                continue
+            if line.startswith("data:"):
+                data.append(line[5:].removeprefix(" "))
+        if data:
+            await self._inbox.put("\n".join(data).strip().encode())
+
+    async def _fail(self) -> None:
+        if not self._failed:
+            self._failed = True
+            await self._inbox.put(None)
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        if self._session_id is not None:
+            with contextlib.suppress(httpx.HTTPError):
+                await self._client.delete(
+                    self.url, headers={**self._headers, MCP_SESSION_ID: self._session_id}
+                )
+        await self._client.aclose()
+        await self._fail()
+
+    def exit_status(self) -> int | None:
+        return None
+
+    async def finished(self) -> None:
+        return None

@@ -1,0 +1,162 @@
+"""Fixtures for the proxy's end-to-end tests: real upstreams (npm servers, a Python server) as children.
+
+The npm upstreams and the TypeScript SDK client are pinned in ``tests/proxy/js`` and installed by ``.ci/run``
+(``npm ci --prefix tests/proxy/js``). :class:`RawPeer` speaks newline-delimited JSON-RPC to a process and
+returns the lines it receives untouched, so a proxied result can be compared byte for byte with a direct one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+from mcp.client.stdio import StdioServerParameters
+
+HERE: Final = Path(__file__).parent
+JS: Final = HERE / "js"
+NODE_MODULES: Final = JS / "node_modules" / "@modelcontextprotocol"
+FILESYSTEM_SERVER: Final = NODE_MODULES / "server-filesystem" / "dist" / "index.js"
+EVERYTHING_SERVER: Final = NODE_MODULES / "server-everything" / "dist" / "index.js"
+PYTHON_UPSTREAM: Final = [sys.executable, str(HERE / "upstream_server.py")]
+TIMEOUT: Final = 120.0
+NAMESPACE: Final = "default"
+
+
+def blobstore_command() -> str:
+    return str(Path(sys.executable).with_name("blobstore"))
+
+
+def node() -> str:
+    return "node"
+
+
+def filesystem_upstream(root: Path) -> list[str]:
+    return [node(), str(FILESYSTEM_SERVER), str(root)]
+
+
+def everything_upstream() -> list[str]:
+    return [node(), str(EVERYTHING_SERVER), "stdio"]
+
+
+def proxy_args(data_dir: Path, upstream: Sequence[str], *options: str) -> list[str]:
+    return ["proxy", "--data-dir", str(data_dir), "--namespace", NAMESPACE, *options, "--", *upstream]
+
+
+def proxy_command(data_dir: Path, upstream: Sequence[str], *options: str) -> list[str]:
+    return [blobstore_command(), *proxy_args(data_dir, upstream, *options)]
+
+
+def proxy_params(data_dir: Path, upstream: Sequence[str], *options: str) -> StdioServerParameters:
+    return StdioServerParameters(command=blobstore_command(), args=proxy_args(data_dir, upstream, *options))
+
+
+def direct_params(upstream: Sequence[str]) -> StdioServerParameters:
+    return StdioServerParameters(command=upstream[0], args=list(upstream[1:]))
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture(scope="session")
+def npm_servers() -> None:
+    """The npm upstreams must be installed; a missing install is a failure, not a skip."""
+    missing = [p for p in (FILESYSTEM_SERVER, EVERYTHING_SERVER) if not p.exists()]
+    assert not missing, f"run `npm ci --prefix {JS}` first (.ci/run does): missing {missing}"
+
+
+class RawPeer:
+    """A JSON-RPC peer over a child's stdin/stdout that keeps every received line as bytes."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.lines: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.process.stdout is not None
+        while True:
+            line = await self.process.stdout.readline()
+            if not line:
+                await self.lines.put(None)
+                return
+            if line.strip():
+                await self.lines.put(line.rstrip(b"\r\n"))
+
+    async def send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        await self.process.stdin.drain()
+
+    async def next_line(self) -> bytes | None:
+        return await asyncio.wait_for(self.lines.get(), TIMEOUT)
+
+    async def response(self, ident: Any, *, answer: dict[str, Any] | None = None) -> bytes:
+        """The raw line of the response to ``ident`` (server requests meanwhile get ``answer``)."""
+        while True:
+            line = await self.next_line()
+            assert line is not None, "the peer closed before answering"
+            message = json.loads(line)
+            if message.get("id") == ident and "method" not in message:
+                return line
+            if "method" in message and "id" in message and answer is not None:
+                await self.send({"jsonrpc": "2.0", "id": message["id"], "result": answer})
+
+    async def request(self, ident: Any, method: str, params: dict[str, Any] | None = None) -> bytes:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+        return await self.response(ident)
+
+    async def handshake(self) -> dict[str, Any]:
+        line = await self.request(
+            0,
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"sampling": {}, "roots": {}},
+                "clientInfo": {"name": "raw-peer", "version": "1.0"},
+            },
+        )
+        await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        result: dict[str, Any] = json.loads(line)["result"]
+        return result
+
+    async def close(self) -> int:
+        if self.process.stdin is not None and not self.process.stdin.is_closing():
+            self.process.stdin.close()
+        try:
+            return await asyncio.wait_for(self.process.wait(), TIMEOUT)
+        finally:
+            self._reader.cancel()
+
+
+@contextlib.asynccontextmanager
+async def raw_peer(command: Sequence[str], *, stderr: int | None = None) -> AsyncIterator[RawPeer]:
+    process = await asyncio.create_subprocess_exec(
+        *command,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=stderr,
+        limit=256 * 1024 * 1024,
+        env={**os.environ},
+    )
+    peer = RawPeer(process)
+    try:
+        yield peer
+    finally:
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.terminate()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(process.wait(), TIMEOUT)
+        peer._reader.cancel()
