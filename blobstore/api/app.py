@@ -73,6 +73,8 @@ def create_app(
         openapi_url="/openapi.json",
         docs_url="/docs",
         redoc_url=None,
+        # A path with an extra trailing slash is an unknown path (404), not a redirect to another URL.
+        redirect_slashes=False,
     )
     install_error_handlers(app)
     body_cap = settings.max_artifact_size + MULTIPART_ALLOWANCE

@@ -12,6 +12,7 @@ from starlette.types import Receive, Scope, Send
 from blobstore.api import create_app
 from blobstore.config import Settings
 from blobstore.service import ArtifactService
+from tests.api.conftest import Uploader
 
 
 class RecordingExtension:
@@ -56,3 +57,30 @@ async def test_lifespan_opens_and_closes_its_own_service(settings: Settings) -> 
         created = await http.post("/v1/artifacts", params={"name": "a"}, content=b"abc")
         assert created.status_code == 201
     assert not hasattr(app.state, "blobstore")
+
+
+async def test_a_trailing_slash_is_an_unknown_path_not_a_redirect(
+    client: httpx.AsyncClient, upload: Uploader
+) -> None:
+    stored = await upload(b"some bytes")
+    artifact_id = stored["id"]
+    created = await client.post("/v1/uploads", json={"name": "x.bin", "size": 4})
+    assert created.status_code == 201, created.text
+    upload_id = created.json()["upload_id"]
+    for method, path in [
+        ("GET", f"/v1/artifacts/{artifact_id}/"),
+        ("PATCH", f"/v1/artifacts/{artifact_id}/"),
+        ("DELETE", f"/v1/artifacts/{artifact_id}/"),
+        ("GET", f"/v1/artifacts/{artifact_id}/content/"),
+        ("GET", "/v1/artifacts/"),
+        ("GET", f"/v1/uploads/{upload_id}/"),
+        ("GET", "/healthz/"),
+    ]:
+        response = await client.request(method, path)
+        assert response.status_code == 404, (method, path, response.status_code)
+        assert response.headers["content-type"] == "application/problem+json"
+        assert response.json()["code"] == "not_found"
+        assert "location" not in response.headers
+    # The artifact is untouched and the exact paths still answer.
+    assert (await client.get(f"/v1/artifacts/{artifact_id}")).status_code == 200
+    assert (await client.get(f"/v1/uploads/{upload_id}")).status_code == 200
