@@ -27,7 +27,7 @@ DEFAULT_SERVER: Final = "granian"
 
 
 def installed_servers() -> tuple[str, ...]:
-    """The ASGI servers this installation can run (granian and uvicorn are dependencies; hypercorn is optional)."""
+    """The ASGI servers installed here (granian and uvicorn are dependencies; hypercorn is optional)."""
     return tuple(name for name in SERVERS if importlib.util.find_spec(name) is not None)
 
 

@@ -162,7 +162,8 @@ def test_serve_offers_only_the_asgi_servers_that_are_installed(tmp_path: Path) -
         check=False,
     )
     assert shown.returncode == 0, shown.stderr
-    assert "granian" in shown.stdout and "uvicorn" in shown.stdout
+    assert "granian" in shown.stdout
+    assert "uvicorn" in shown.stdout
     assert "hypercorn" not in shown.stdout
     refused = subprocess.run(
         [sys.executable, "-c", _WITHOUT_HYPERCORN, "serve", "--server", "hypercorn", "--port", "1"],
