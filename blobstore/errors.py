@@ -33,7 +33,8 @@ Hierarchy::
     ├── StorageFull               storage_full          (ENOSPC, EDQUOT)
     ├── StorageUnavailable        storage_unavailable   (I/O error, backend down)
     ├── Corruption                corruption            (stored bytes fail their checksum)
-    └── Internal                  internal
+    ├── Internal                  internal
+    └── ServerUnreachable         server_unreachable    (client side: no answer from the server at all)
 """
 
 from __future__ import annotations
@@ -185,6 +186,13 @@ class Corruption(BlobstoreError):
 class Internal(BlobstoreError):
     code = "internal"
     default_message = "internal error"
+
+
+class ServerUnreachable(BlobstoreError):
+    """Raised by the client only: the server could not be connected to (or kept dropping the connection)."""
+
+    code = "server_unreachable"
+    default_message = "the blobstore server is unreachable"
 
 
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})

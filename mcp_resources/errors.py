@@ -50,6 +50,7 @@ JSONRPC_CODES: Final[dict[str, int]] = {
     "storage_unavailable": INTERNAL_ERROR,
     "corruption": INTERNAL_ERROR,
     "internal": INTERNAL_ERROR,
+    "server_unreachable": INTERNAL_ERROR,
 }
 
 

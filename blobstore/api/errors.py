@@ -61,6 +61,8 @@ STATUS_BY_CODE: Final[Mapping[str, int]] = {
     "storage_unavailable": 503,
     "corruption": 500,
     "internal": 500,
+    # Never sent by the server: the client's own error when no answer arrives at all.
+    "server_unreachable": 503,
 }
 
 # Problem members an error's details must never overwrite.

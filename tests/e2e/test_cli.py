@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,15 @@ def test_without_a_terminal_there_is_no_progress_bar(server: Server, tmp_path: P
 
     assert result.exit_code == 0
     assert result.stderr == ""
+
+
+def test_an_unreachable_server_is_reported_as_such_in_one_line(tmp_path: Path) -> None:
+    # A bound socket that does not listen refuses every connection: nothing answers at this address.
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        result = run_cli(["ls"], cli_env(tmp_path, url))
+
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr == f"blobstore: blobstore server at {url} is unreachable (server_unreachable)\n"
