@@ -11,6 +11,7 @@ import os
 import socket
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner, Result
 
@@ -112,3 +113,27 @@ def test_an_unreachable_server_is_reported_as_such_in_one_line(tmp_path: Path) -
     assert result.exit_code == 1
     assert result.stdout == ""
     assert result.stderr == f"blobstore: blobstore server at {url} is unreachable (server_unreachable)\n"
+
+
+def test_download_length_zero_is_refused_like_http_and_writes_nothing(server: Server, tmp_path: Path) -> None:
+    env = cli_env(tmp_path, server.url)
+    (tmp_path / "a.bin").write_bytes(b"0123456789")
+    artifact_id = json.loads(run_cli(["upload", str(tmp_path / "a.bin"), "--json"], env).stdout)[0][
+        "artifact"
+    ]["id"]
+    over_http = httpx.get(
+        f"{server.url}/v1/artifacts/{artifact_id}/content", params={"offset": 2, "length": 0}
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+
+    result = run_cli(
+        ["download", artifact_id, "--offset", "2", "--length", "0", "-o", str(out / "w.bin")], env
+    )
+
+    assert over_http.status_code == 400
+    problem = over_http.json()
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr == f"blobstore: {problem['detail']} ({problem['code']})\n"
+    assert list(out.iterdir()) == []
