@@ -282,17 +282,18 @@ class MetadataRepository:
         limit: int,
         after: tuple[datetime, str] | None,
     ) -> list[Artifact]:
-        """A keyset page ordered by ``(created_at, id)``; rows inserted meanwhile never shift later pages."""
+        """A keyset page, newest first: ordered by ``(created_at, id)`` descending, each page continuing strictly
+        after (older than) the ``after`` position; rows inserted meanwhile never shift later pages."""
         query = sa.select(artifacts).where(artifacts.c.namespace == namespace, _visible(now))
         if after is not None:
             after_time, after_id = after
             query = query.where(
                 sa.or_(
-                    artifacts.c.created_at > after_time,
-                    sa.and_(artifacts.c.created_at == after_time, artifacts.c.id > after_id),
+                    artifacts.c.created_at < after_time,
+                    sa.and_(artifacts.c.created_at == after_time, artifacts.c.id < after_id),
                 )
             )
-        query = query.order_by(artifacts.c.created_at, artifacts.c.id).limit(limit)
+        query = query.order_by(artifacts.c.created_at.desc(), artifacts.c.id.desc()).limit(limit)
         async with self._reader.connect() as conn:
             rows = (await conn.execute(query)).all()
         return [_artifact(row._mapping) for row in rows]

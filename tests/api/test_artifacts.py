@@ -5,14 +5,18 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from PIL import Image
 
 from blobstore.api.multipart import StreamingForm
 from blobstore.errors import InvalidRequest
+from blobstore.metadata.tables import artifacts
+from blobstore.service import ArtifactService
 from tests.api.conftest import Uploader
 
 
@@ -225,6 +229,36 @@ async def test_list_pages_with_a_keyset_cursor(client: httpx.AsyncClient, upload
             break
     assert sorted(seen) == sorted(ids)
     assert len(seen) == len(set(seen))
+
+
+async def test_list_is_newest_first_across_pages_with_ties_broken_by_id(
+    client: httpx.AsyncClient, upload: Uploader, service: ArtifactService
+) -> None:
+    ids = [(await upload(f"item {i}".encode(), name=f"{i}.txt"))["id"] for i in range(7)]
+    # Creation times with ties (three at t0, one at t0+1s, three at t0+2s), set in the database directly.
+    t0 = datetime.now(UTC).replace(microsecond=0)
+    created = [t0] * 3 + [t0 + timedelta(seconds=1)] + [t0 + timedelta(seconds=2)] * 3
+    async with service.repo.engine.begin() as conn:
+        for artifact_id, at in zip(ids, created, strict=True):
+            await conn.execute(
+                sa.update(artifacts).where(artifacts.c.id == artifact_id).values(created_at=at)
+            )
+    expected = [artifact_id for _, artifact_id in sorted(zip(created, ids, strict=True), reverse=True)]
+
+    for limit in (1, 2, 3, 100):
+        seen: list[str] = []
+        cursor = None
+        while True:
+            params: dict[str, Any] = {"limit": limit}
+            if cursor:
+                params["cursor"] = cursor
+            page = (await client.get("/v1/artifacts", params=params)).json()
+            assert len(page["items"]) <= limit
+            seen.extend(item["id"] for item in page["items"])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert seen == expected, limit
 
 
 @pytest.mark.parametrize("params", [{"limit": 0}, {"limit": 1001}, {"cursor": "!!!"}])

@@ -48,7 +48,12 @@ def test_upload_info_ls_download_rm_round_trip_with_json(server: Server, tmp_pat
     gone = run_cli(["info", first], env)
 
     assert info["size"] == len(data)
-    assert {first, results[1]["artifact"]["id"]} <= {item["id"] for item in listed["items"]}
+    ours = {first, results[1]["artifact"]["id"]}
+    # Newest first: the file uploaded second is listed before the first one (one per page with --limit 1).
+    assert [item["id"] for item in listed["items"] if item["id"] in ours] == [
+        results[1]["artifact"]["id"],
+        first,
+    ]
     assert listed["next_cursor"] is None
     assert fetched.exit_code == 0
     assert json.loads(fetched.stdout)["verified"] is True
