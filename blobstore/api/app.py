@@ -20,6 +20,7 @@ from blobstore.api import tus
 from blobstore.api.deps import STATE_KEY, AppState
 from blobstore.api.errors import install_error_handlers
 from blobstore.api.guard import MULTIPART_ALLOWANCE, BodyGuard
+from blobstore.api.openapi import install_openapi
 from blobstore.api.routes import artifacts, health, uploads
 from blobstore.config import Settings
 from blobstore.service import ArtifactService
@@ -77,6 +78,7 @@ def create_app(
         redirect_slashes=False,
     )
     install_error_handlers(app)
+    install_openapi(app, settings)
     body_cap = settings.max_artifact_size + MULTIPART_ALLOWANCE
     app.add_middleware(BodyGuard, timeout=settings.body_timeout_seconds, max_body=body_cap)
     app.include_router(health.router)

@@ -92,10 +92,10 @@ async def test_raw_body_upload_checks_the_sha256_parameter(client: httpx.AsyncCl
     assert response.json()["code"] == "digest_mismatch"
 
 
-async def test_raw_body_upload_needs_a_name(client: httpx.AsyncClient) -> None:
+async def test_raw_body_upload_without_a_name_is_named_upload_as_in_tus(client: httpx.AsyncClient) -> None:
     response = await client.post("/v1/artifacts", content=b"data")
-    assert response.status_code == 400
-    assert response.json()["code"] == "invalid_request"
+    assert response.status_code == 201, response.text
+    assert response.json()["name"] == "upload"
 
 
 async def test_raw_body_is_streamed_to_storage_not_buffered(client: httpx.AsyncClient) -> None:
@@ -127,6 +127,11 @@ async def test_too_large_single_upload_is_413(client: httpx.AsyncClient, setting
             "must come before",
         ),
         (b'--B\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n\r\nabc', "ended"),
+        (
+            b'--B\r\nContent-Disposition: form-data; name="relativePath"\r\n\r\nx\r\n'
+            b'--B\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n\r\nabc\r\n--B--\r\n',
+            "unknown form field",
+        ),
     ],
 )
 async def test_malformed_forms_are_400_and_store_nothing(
