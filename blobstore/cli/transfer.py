@@ -7,6 +7,7 @@ and one line ``blobstore: <reason> (<code>)`` on stderr.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import sys
@@ -111,7 +112,9 @@ def run_with_client(
     with reporting_failures():
         try:
             return anyio.run(run)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            # asyncio reports Ctrl-C as CancelledError when the main task was cancelled more than once
+            # (anyio's cancel scopes): nothing else cancels the main task here.
             if on_interrupt is None:
                 raise
             fail(on_interrupt, code=130)

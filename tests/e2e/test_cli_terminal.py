@@ -45,8 +45,13 @@ class Tmux:
         return done.stdout
 
     def run(self, name: str, args: list[str]) -> None:
-        """Start ``blobstore ARGS`` in a new 120x40 window ``name``; it stays after the command exits."""
+        """Start ``blobstore ARGS`` in a new 120x40 window ``name``; it stays after the command exits.
+
+        bash runs it and writes its exit status to a file (bash goes on after a child that handled Ctrl-C
+        itself), which is more dependable than asking tmux for the status of a dead pane."""
         command = " ".join([str(BLOBSTORE), *args])
+        status_file = self.cwd / f"{name}.exit"
+        status_file.unlink(missing_ok=True)
         self.tmux(
             "start-server",
             ";",
@@ -63,13 +68,16 @@ class Tmux:
             "40",
             "-s",
             name,
-            command,
+            f"bash -c '{command}; echo $? > {status_file}'",
         )
 
     def dead_status(self, name: str) -> int | None:
-        shown = self.tmux("display-message", "-p", "-t", name, "#{pane_dead}:#{pane_dead_status}")
-        dead, _, status = shown.strip().partition(":")
-        return int(status) if dead == "1" else None
+        """The command's exit status once it has ended, else None."""
+        try:
+            text = (self.cwd / f"{name}.exit").read_text()
+        except FileNotFoundError:
+            return None
+        return int(text) if text.endswith("\n") else None
 
     def wait_exit(self, name: str) -> int:
         deadline = time.monotonic() + WAIT_DEADLINE_SECONDS
