@@ -13,9 +13,10 @@ at once:
     sessions past their lease; free staging areas no session knows (older than the grace period).
 ``blobs``
     Two-phase sweep of blobs no artifact references: mark when first seen unreferenced, tombstone once they
-    stayed unreferenced for the grace period (row locks make a concurrent dedup commit and the tombstone
-    exclusive: the commit either keeps the blob live or stores its own new generation), delete the generation,
-    then drop the row. A crash after the tombstone leaves a tombstoned row that the next run finishes.
+    stayed unreferenced for the grace period (with a zero grace, in the run that marks them; row locks make a
+    concurrent dedup commit and the tombstone exclusive: the commit either keeps the blob live or stores its
+    own new generation), delete the generation, then drop the row. A crash after the tombstone leaves a
+    tombstoned row that the next run finishes.
 ``orphans``
     Storage objects no blob row names (a crash between publishing a generation and committing its row), older
     than the grace period: listed in pass one, re-checked against the metadata right before deleting in pass
@@ -72,13 +73,18 @@ class CleanupProgress(Protocol):
 
 @dataclass(slots=True)
 class StepResult:
-    """What one step freed (or, in a dry run, would free)."""
+    """What one step freed (or, in a dry run, would free).
+
+    ``bytes`` counts only what left storage in this run; ``expired_bytes`` is the size of the artifacts the
+    ``expire`` step removed (their blobs are freed, and counted, by the ``blobs`` step once unreferenced).
+    """
 
     step: Step
     items: int = 0
     bytes: int = 0
     details: dict[str, int] = field(default_factory=dict)
     skipped: str | None = None
+    expired_bytes: int = 0
 
     def add(self, name: str, count: int = 1) -> None:
         self.details[name] = self.details.get(name, 0) + count
@@ -88,6 +94,7 @@ class StepResult:
             "step": self.step,
             "items": self.items,
             "bytes": self.bytes,
+            "expired_bytes": self.expired_bytes,
             "details": dict(self.details),
             "skipped": self.skipped,
         }
@@ -106,7 +113,13 @@ class CleanupReport:
 
     @property
     def bytes(self) -> int:
+        """Bytes freed on storage by this run."""
         return sum(step.bytes for step in self.steps)
+
+    @property
+    def expired_bytes(self) -> int:
+        """Size of the artifacts expired by this run (not itself storage freed)."""
+        return sum(step.expired_bytes for step in self.steps)
 
     def step(self, name: Step) -> StepResult:
         for result in self.steps:
@@ -121,6 +134,7 @@ class CleanupReport:
             "started_at": self.started_at.isoformat(),
             "items": self.items,
             "bytes": self.bytes,
+            "expired_bytes": self.expired_bytes,
             "steps": [step.to_dict() for step in self.steps],
         }
 
@@ -213,13 +227,13 @@ class Cleanup:
         self._started("expire", due.get("expired_artifacts"))
         if self.dry_run:
             result.items = due["expired_artifacts"]
-            result.bytes = due["expired_artifact_bytes"]
+            result.expired_bytes = due["expired_artifact_bytes"]
             return result
         while True:
             batch = await self.repo.expire_artifacts(now=now, limit=self.batch_size)
             for artifact in batch:
                 result.items += 1
-                result.bytes += artifact.size
+                result.expired_bytes += artifact.size
                 self.service.audit.record(
                     actor=CLEANUP_ACTOR,
                     namespace=artifact.namespace,

@@ -34,7 +34,8 @@ Hierarchy::
     ├── StorageUnavailable        storage_unavailable   (I/O error, backend down)
     ├── Corruption                corruption            (stored bytes fail their checksum)
     ├── Internal                  internal
-    └── UpstreamUnavailable       upstream_unavailable  (the proxy's upstream MCP server is gone)
+    ├── UpstreamUnavailable       upstream_unavailable  (the proxy's upstream MCP server is gone)
+    └── ServerUnreachable         server_unreachable    (client side: no answer from the server at all)
 """
 
 from __future__ import annotations
@@ -214,6 +215,13 @@ class UpstreamUnavailable(BlobstoreError):
 
     code = "upstream_unavailable"
     default_message = "the upstream MCP server is unavailable"
+
+
+class ServerUnreachable(BlobstoreError):
+    """Raised by the client only: the server could not be connected to (or kept dropping the connection)."""
+
+    code = "server_unreachable"
+    default_message = "the blobstore server is unreachable"
 
 
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})

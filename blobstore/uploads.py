@@ -34,6 +34,7 @@ from blobstore.errors import (
     Conflict,
     DigestMismatch,
     InvalidRequest,
+    LimitExceeded,
     NotFound,
     QuotaExceeded,
     SizeMismatch,
@@ -126,7 +127,7 @@ class UploadManager:
             if not s.min_chunk_size <= requested <= s.max_chunk_size:
                 raise InvalidRequest(f"chunk_size must be between {s.min_chunk_size} and {s.max_chunk_size}")
             if size is not None and -(-size // requested) > s.max_chunks_per_upload:
-                raise InvalidRequest(f"size / chunk_size exceeds {s.max_chunks_per_upload} chunks")
+                raise LimitExceeded(f"size / chunk_size exceeds {s.max_chunks_per_upload} chunks")
             return requested
         chunk = s.default_chunk_size
         # Grow the chunk size (within the maximum) rather than refuse a large declared size.

@@ -21,6 +21,7 @@ from blobstore.api.cors import Cors
 from blobstore.api.deps import STATE_KEY, AppState
 from blobstore.api.errors import install_error_handlers
 from blobstore.api.guard import MULTIPART_ALLOWANCE, BodyGuard, MessageGuard
+from blobstore.api.openapi import install_openapi
 from blobstore.api.routes import artifacts, health, uploads
 from blobstore.config import Settings
 from blobstore.service import ArtifactService
@@ -78,8 +79,11 @@ def create_app(
         openapi_url="/openapi.json",
         docs_url="/docs",
         redoc_url=None,
+        # A path with an extra trailing slash is an unknown path (404), not a redirect to another URL.
+        redirect_slashes=False,
     )
     install_error_handlers(app)
+    install_openapi(app, settings)
     body_cap = settings.max_artifact_size + MULTIPART_ALLOWANCE
     app.add_middleware(
         BodyGuard,

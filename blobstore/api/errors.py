@@ -14,6 +14,7 @@ storage. Unknown exceptions are logged and answered as ``internal`` without thei
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -62,6 +63,8 @@ STATUS_BY_CODE: Final[Mapping[str, int]] = {
     "corruption": 500,
     "internal": 500,
     "upstream_unavailable": 502,
+    # Never sent by the server: the client's own error when no answer arrives at all.
+    "server_unreachable": 503,
 }
 
 # Problem members an error's details must never overwrite.
@@ -141,14 +144,29 @@ async def _on_validation_error(_request: Request, exc: Exception) -> Response:
     )
 
 
-async def _on_http_exception(_request: Request, exc: Exception) -> Response:
+def allowed_methods(request: Request) -> list[str]:
+    """The methods the OpenAPI document gives this path (Starlette names only the first matching route's)."""
+    methods: set[str] = set()
+    for template, operations in request.app.openapi().get("paths", {}).items():
+        pattern = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
+        if re.fullmatch(pattern, request.url.path):
+            methods.update(method.upper() for method in operations)
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
+
+
+async def _on_http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     code = {404: "not_found", 413: "too_large"}.get(exc.status_code, "invalid_request")
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(allowed_methods(request))
     return problem_response(
         code,
         title=str(exc.detail),
         status=exc.status_code,
-        headers=exc.headers,
+        headers=headers,
     )
 
 

@@ -3,7 +3,9 @@
 Starlette's ``request.form()`` spools every file part to a temporary file before the endpoint runs; this
 reader instead feeds python-multipart's push parser from ``request.stream()`` and hands the ``file`` part on
 as an async iterator, so the bytes go to storage as they arrive. Small text fields (``name``, ``mime_type``,
-``ttl_seconds``) must come before the file part, as browsers and ``curl -F`` send them in the order given.
+``ttl_seconds``) must come before the file part, as browsers and ``curl -F`` send them in the order given;
+after it they are refused (they would come too late to apply). Other fields are refused, as unknown members
+of a JSON body are.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from blobstore.errors import InvalidRequest
 
 FILE_FIELD: Final = "file"
+TEXT_FIELDS: Final = frozenset({"name", "mime_type", "ttl_seconds"})
 MAX_FIELD_BYTES: Final = 64 * 1024
 MAX_FIELDS: Final = 32
 MAX_HEADER_BYTES: Final = 16 * 1024
@@ -74,8 +77,6 @@ class StreamingForm:
     # -- parser callbacks (synchronous, called from inside ``write``) ----------------------------------------
 
     def _on_part_begin(self) -> None:
-        if self._file_done:
-            raise InvalidRequest(f"form fields must come before the '{FILE_FIELD}' part")
         self._headers = {}
         self._header_bytes = 0
 
@@ -104,6 +105,10 @@ class StreamingForm:
         if disposition != b"form-data" or b"name" not in params:
             raise InvalidRequest("every multipart part needs Content-Disposition: form-data; name=...")
         name = params[b"name"].decode("utf-8", errors="replace")
+        if name != FILE_FIELD and name not in TEXT_FIELDS:
+            raise InvalidRequest("unknown form field; the fields are: " + ", ".join(sorted(TEXT_FIELDS)))
+        if self._file is not None and name in TEXT_FIELDS:
+            raise InvalidRequest(f"form fields must come before the '{FILE_FIELD}' part")
         if name == FILE_FIELD:
             if self._file is not None:
                 raise InvalidRequest(f"only one '{FILE_FIELD}' part is allowed")

@@ -6,9 +6,9 @@ The JSON shapes are a public contract (``docs/http-api.md``); the client and the
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from blobstore.config import Settings
 from blobstore.models import Artifact, UploadSession, UploadStatus
@@ -16,6 +16,19 @@ from blobstore.models import Artifact, UploadSession, UploadStatus
 
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _numbers_are_not_booleans(cls, data: Any) -> Any:
+        # JSON true/false is not a number, though Python's bool is an int (lax mode would take it as 1/0).
+        if isinstance(data, dict):
+            for name, field in cls.model_fields.items():
+                value, types = data.get(name), get_args(field.annotation) or (field.annotation,)
+                if isinstance(value, bool) and int in types:
+                    raise ValueError(f"{name} must be an integer")
+                if bool in types and value is not None and not isinstance(value, bool):
+                    raise ValueError(f"{name} must be true or false")
+        return data
 
 
 class CreateUploadRequest(_Request):

@@ -109,6 +109,21 @@ class TusRoute(APIRoute):
 
         async def tus_handler(request: Request) -> Response:
             try:
+                if (
+                    request.method == "POST"
+                    and "upload_id" in request.path_params
+                    and not _overrides(request)
+                ):
+                    # POST is an upload's method only as X-HTTP-Method-Override; otherwise it has none.
+                    refused = problem_response(
+                        InvalidRequest.code,
+                        title="Method Not Allowed",
+                        detail="POST to an upload needs X-HTTP-Method-Override: PATCH, HEAD or DELETE",
+                        status=405,
+                        headers={"Allow": "DELETE, HEAD, OPTIONS, PATCH"},
+                    )
+                    refused.headers[TUS_RESUMABLE] = TUS_VERSION
+                    return refused
                 # Core: the server "MUST NOT process the request" of another version; OPTIONS is exempt.
                 if request.method != "OPTIONS" and not is_supported_version(
                     request.headers.get(TUS_RESUMABLE)
@@ -123,6 +138,10 @@ class TusRoute(APIRoute):
             return response
 
         return tus_handler
+
+
+def _overrides(request: Request) -> bool:
+    return request.headers.get(METHOD_OVERRIDE, "").strip().upper() in {"PATCH", "HEAD", "DELETE"}
 
 
 def get_tus(request: Request) -> TusUploads:

@@ -131,16 +131,23 @@ def cleanup_command(
         echo_json(report.to_dict())
         return
     verb = "would free" if dry_run else "freed"
+    expired_verb = "would expire" if dry_run else "expired"
     click.echo(f"cleanup{' (dry run)' if dry_run else ''}, grace {report.grace_seconds}s")
     for step in report.steps:
         details = ", ".join(f"{name} {count}" for name, count in sorted(step.details.items()) if count)
-        line = f"  {step.step:<8} {verb} {step.items:>8} items {human_bytes(step.bytes):>12}"
+        if step.step == "expire":
+            # Expired artifacts free no storage themselves: their blobs are freed (and counted) by `blobs`.
+            size = human_bytes(step.expired_bytes)
+            line = f"  {step.step:<8} {expired_verb} {step.items:>8} artifacts {size:>12}"
+        else:
+            size = human_bytes(step.bytes)
+            line = f"  {step.step:<8} {verb:<{len(expired_verb)}} {step.items:>8} items {size:>12}"
         if step.skipped:
             line += f"  (skipped: {step.skipped})"
         elif details:
             line += f"  ({details})"
         click.echo(line)
-    click.echo(f"  {'total':<8} {verb} {report.items:>8} items {human_bytes(report.bytes):>12}")
+    click.echo(f"  {'total':<8} {verb} {human_bytes(report.bytes)} on storage")
 
 
 @main.command("verify")

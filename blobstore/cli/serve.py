@@ -1,13 +1,14 @@
 """``blobstore serve``: run the HTTP API (with the MCP app at ``/mcp``) under an ASGI server.
 
 Granian is the default: it sends whole-file downloads with the ASGI ``http.response.pathsend`` extension,
-which measured fastest in ``bench/http_download.py``. uvicorn and hypercorn remain available with
-``--server``.
+which measured fastest in ``bench/http_download.py``. uvicorn (installed with the package) and hypercorn (when
+installed) remain available with ``--server``; ``--help`` offers only the servers that are installed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 from typing import Final
 
@@ -24,6 +25,11 @@ from blobstore.runtime import disk_reserve, prepare_to_serve
 
 SERVERS: Final = ("granian", "uvicorn", "hypercorn")
 DEFAULT_SERVER: Final = "granian"
+
+
+def installed_servers() -> tuple[str, ...]:
+    """The ASGI servers installed here (granian and uvicorn are dependencies; hypercorn is optional)."""
+    return tuple(name for name in SERVERS if importlib.util.find_spec(name) is not None)
 
 
 def _run_uvicorn(settings: Settings) -> None:
@@ -43,11 +49,8 @@ def _run_uvicorn(settings: Settings) -> None:
 
 
 def _run_hypercorn(settings: Settings) -> None:
-    try:
-        from hypercorn.asyncio import serve
-        from hypercorn.config import Config
-    except ModuleNotFoundError:
-        fail("hypercorn is not installed (pip install hypercorn)")
+    from hypercorn.asyncio import serve
+    from hypercorn.config import Config
 
     from blobstore.asgi import build_app
 
@@ -109,7 +112,7 @@ _RUNNERS: Final = {"uvicorn": _run_uvicorn, "hypercorn": _run_hypercorn, "grania
 @click.option(
     "--server",
     "server_name",
-    type=click.Choice(SERVERS),
+    type=click.Choice(installed_servers()),
     default=DEFAULT_SERVER,
     show_default=True,
     help="ASGI server to run the app under.",

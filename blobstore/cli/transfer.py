@@ -7,6 +7,7 @@ and one line ``blobstore: <reason> (<code>)`` on stderr.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import sys
@@ -95,13 +96,28 @@ def reporting_failures() -> Iterator[None]:
         fail(describe_error(exc))
 
 
-def run_with_client(url: str, token: str | None, action: Callable[[AsyncBlobstoreClient], Awaitable[T]]) -> T:
+def run_with_client(
+    url: str,
+    token: str | None,
+    action: Callable[[AsyncBlobstoreClient], Awaitable[T]],
+    *,
+    on_interrupt: str | None = None,
+) -> T:
+    """Run ``action`` with a client; ``on_interrupt`` is the line to print when Ctrl-C stops it (exit 130)."""
+
     async def run() -> T:
         async with AsyncBlobstoreClient(url, token=token) as client:
             return await action(client)
 
     with reporting_failures():
-        return anyio.run(run)
+        try:
+            return anyio.run(run)
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            # asyncio reports Ctrl-C as CancelledError when the main task was cancelled more than once
+            # (anyio's cancel scopes): nothing else cancels the main task here.
+            if on_interrupt is None:
+                raise
+            fail(on_interrupt, code=130)
 
 
 class TransferProgress:
@@ -186,8 +202,10 @@ def upload(
     results: list[dict[str, Any]] = []
 
     async def action(client: AsyncBlobstoreClient) -> None:
-        with TransferProgress(show_progress) as bars:
-            for path in files:
+        for path in files:
+            # One bar per file, stopped before its result line is printed: a line written to the terminal
+            # while a bar is live would land on the bar's line and the bar be drawn again below it.
+            with TransferProgress(show_progress) as bars:
                 result = await client.upload(
                     path,
                     name=name,
@@ -199,16 +217,19 @@ def upload(
                     resume=not no_resume,
                     progress=bars.callback(path.name),
                 )
-                results.append(result.summary())
-                if not as_json:
-                    art = result.artifact
-                    resumed = (
-                        f", resumed: {result.chunks_skipped} chunks already there" if result.resumed else ""
-                    )
-                    click.echo(f"{art.id}  {human_bytes(art.size)}  {art.name}{resumed}")
+            results.append(result.summary())
+            if not as_json:
+                art = result.artifact
+                resumed = f", resumed: {result.chunks_skipped} chunks already there" if result.resumed else ""
+                click.echo(f"{art.id}  {human_bytes(art.size)}  {art.name}{resumed}")
 
+    hint = (
+        "interrupted; nothing was kept to resume (--no-resume)"
+        if no_resume
+        else "interrupted; run the same command again to resume the upload"
+    )
     try:
-        run_with_client(url, token, action)
+        run_with_client(url, token, action, on_interrupt=hint)
     finally:
         if as_json:
             echo_json(results)
@@ -260,7 +281,10 @@ def download(
             )
         return result.summary()
 
-    summary = run_with_client(url, token, action)
+    hint = "interrupted; run the same command again to resume the download"
+    if no_resume:
+        hint = "interrupted; run the command again without --no-resume to resume the download"
+    summary = run_with_client(url, token, action, on_interrupt=hint)
     if as_json:
         echo_json(summary)
     else:

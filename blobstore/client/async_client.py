@@ -130,6 +130,8 @@ class AsyncBlobstoreClient:
     ) -> DownloadResult:
         """Download an artifact, or its bytes ``[start, end)`` with ``range=(start, end)``, to ``path``.
 
+        An empty range (``start == end``) is refused (``InvalidRange``), as the server refuses ``length=0``.
+
         ``path`` may be a directory (the artifact's name is used inside it). Bytes arrive in ``<path>.part``,
         which a later call resumes; a whole download is checked against the artifact's SHA-256 before it is
         renamed into place.

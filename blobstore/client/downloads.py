@@ -137,6 +137,9 @@ def resolve_window(size: int, window: tuple[int, int] | None) -> tuple[int, int]
     start, end = window
     if start < 0 or end < start:
         raise InvalidRange("range must satisfy 0 <= start <= end")
+    if end == start:
+        # The rule of the HTTP and MCP windows: a zero length is refused, not answered with nothing.
+        raise InvalidRange("length must be > 0")
     if end > size:
         raise RangeNotSatisfiable(f"range ends past the artifact's size {size}")
     return start, end

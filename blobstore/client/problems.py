@@ -11,7 +11,14 @@ from typing import Any
 
 import httpx
 
-from blobstore.errors import BlobstoreError, Internal, StorageUnavailable, all_codes, from_os_error
+from blobstore.errors import (
+    BlobstoreError,
+    Internal,
+    ServerUnreachable,
+    StorageUnavailable,
+    all_codes,
+    from_os_error,
+)
 
 _CODES = all_codes()
 _DETAIL_LIMIT = 300
@@ -41,8 +48,8 @@ def _problem_body(response: httpx.Response) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
-def unreachable(base_url: str) -> StorageUnavailable:
-    return StorageUnavailable(f"blobstore server at {base_url} is unreachable")
+def unreachable(base_url: str) -> ServerUnreachable:
+    return ServerUnreachable(f"blobstore server at {base_url} is unreachable")
 
 
 def local_file_error(exc: OSError) -> BlobstoreError:

@@ -77,7 +77,7 @@ class RetryableResponse(Exception):
 async def call_with_retries(policy: RetryPolicy, base_url: str, attempt: Callable[[], Awaitable[T]]) -> T:
     """Run ``attempt`` until it returns, retrying transport errors and :class:`RetryableResponse`.
 
-    After the last try a transport failure becomes ``StorageUnavailable`` (server unreachable) and a retryable
+    After the last try a transport failure becomes ``ServerUnreachable`` and a retryable
     response becomes the error its problem body names.
     """
     tries = 0

@@ -422,17 +422,18 @@ class MetadataRepository:
         limit: int,
         after: tuple[datetime, str] | None,
     ) -> list[Artifact]:
-        """A keyset page ordered by ``(created_at, id)``; rows inserted meanwhile never shift later pages."""
+        """A keyset page, newest first: ``(created_at, id)`` descending, continuing strictly after (older
+        than) the ``after`` position; rows inserted meanwhile never shift later pages."""
         query = sa.select(artifacts).where(artifacts.c.namespace == namespace, _visible(now))
         if after is not None:
             after_time, after_id = after
             query = query.where(
                 sa.or_(
-                    artifacts.c.created_at > after_time,
-                    sa.and_(artifacts.c.created_at == after_time, artifacts.c.id > after_id),
+                    artifacts.c.created_at < after_time,
+                    sa.and_(artifacts.c.created_at == after_time, artifacts.c.id < after_id),
                 )
             )
-        query = query.order_by(artifacts.c.created_at, artifacts.c.id).limit(limit)
+        query = query.order_by(artifacts.c.created_at.desc(), artifacts.c.id.desc()).limit(limit)
         async with self._reader.connect() as conn:
             rows = (await conn.execute(query)).all()
         return [_artifact(row._mapping) for row in rows]
@@ -864,7 +865,9 @@ class MetadataRepository:
     async def claim_unreferenced_blobs(
         self, *, older_than: datetime, now: datetime, limit: int
     ) -> list[BlobRecord]:
-        """Tombstone up to ``limit`` blobs unreferenced since before ``older_than``; return the claimed ones.
+        """Tombstone up to ``limit`` blobs unreferenced since ``older_than`` or earlier; return those claimed.
+
+        Inclusive, so that a zero grace period (``older_than == now``) frees a blob marked in the same run.
 
         A tombstoned blob is never deduplicated onto again, so its object may be deleted once this returns.
         Candidates (marked before ``older_than``) are locked first, ``FOR UPDATE SKIP LOCKED`` on PostgreSQL
@@ -874,7 +877,7 @@ class MetadataRepository:
         """
         candidates = (
             sa.select(blobs.c.id)
-            .where(blobs.c.state == _LIVE, blobs.c.unreferenced_since < older_than)
+            .where(blobs.c.state == _LIVE, blobs.c.unreferenced_since <= older_than)
             .order_by(blobs.c.unreferenced_since, blobs.c.id)
             .limit(limit)
         )
@@ -980,7 +983,10 @@ class MetadataRepository:
         return [_blob_record(row._mapping) for row in rows]
 
     async def cleanup_due(self, *, now: datetime, older_than: datetime) -> dict[str, int]:
-        """What a cleanup run at ``now`` with blobs unreferenced since before ``older_than`` would act on."""
+        """What a cleanup run at ``now`` with blobs unreferenced since ``older_than`` or earlier would act on.
+
+        A blob not marked yet is marked at ``now`` by the run, so it is due too when ``now <= older_than``
+        (a zero grace period)."""
         expired = sa.and_(artifacts.c.expires_at <= now, artifacts.c.pinned == sa.false())
         artifact_count_size = (sa.func.count(), sa.func.coalesce(sa.func.sum(artifacts.c.size), 0))
         unreferenced = sa.and_(blobs.c.state == _LIVE, ~_referenced())
@@ -991,11 +997,10 @@ class MetadataRepository:
                 sa.select(sa.func.count()).select_from(uploads).where(uploads.c.expires_at <= now)
             )
             unreferenced_row = (await conn.execute(sa.select(*count_size).where(unreferenced))).one()
-            due_row = (
-                await conn.execute(
-                    sa.select(*count_size).where(unreferenced, blobs.c.unreferenced_since < older_than)
-                )
-            ).one()
+            past_grace = blobs.c.unreferenced_since <= older_than
+            if now <= older_than:
+                past_grace = sa.or_(past_grace, blobs.c.unreferenced_since.is_(None))
+            due_row = (await conn.execute(sa.select(*count_size).where(unreferenced, past_grace))).one()
             tombstoned = sa.select(*count_size).where(blobs.c.state == _TOMBSTONED)
             tombstoned_row = (await conn.execute(tombstoned)).one()
         return {

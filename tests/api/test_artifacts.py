@@ -5,14 +5,18 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from PIL import Image
 
 from blobstore.api.multipart import StreamingForm
 from blobstore.errors import InvalidRequest
+from blobstore.metadata.tables import artifacts
+from blobstore.service import ArtifactService
 from tests.api.conftest import Uploader
 
 
@@ -88,10 +92,10 @@ async def test_raw_body_upload_checks_the_sha256_parameter(client: httpx.AsyncCl
     assert response.json()["code"] == "digest_mismatch"
 
 
-async def test_raw_body_upload_needs_a_name(client: httpx.AsyncClient) -> None:
+async def test_raw_body_upload_without_a_name_is_named_upload_as_in_tus(client: httpx.AsyncClient) -> None:
     response = await client.post("/v1/artifacts", content=b"data")
-    assert response.status_code == 400
-    assert response.json()["code"] == "invalid_request"
+    assert response.status_code == 201, response.text
+    assert response.json()["name"] == "upload"
 
 
 async def test_raw_body_is_streamed_to_storage_not_buffered(client: httpx.AsyncClient) -> None:
@@ -123,6 +127,11 @@ async def test_too_large_single_upload_is_413(client: httpx.AsyncClient, setting
             "must come before",
         ),
         (b'--B\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n\r\nabc', "ended"),
+        (
+            b'--B\r\nContent-Disposition: form-data; name="relativePath"\r\n\r\nx\r\n'
+            b'--B\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n\r\nabc\r\n--B--\r\n',
+            "unknown form field",
+        ),
     ],
 )
 async def test_malformed_forms_are_400_and_store_nothing(
@@ -225,6 +234,36 @@ async def test_list_pages_with_a_keyset_cursor(client: httpx.AsyncClient, upload
             break
     assert sorted(seen) == sorted(ids)
     assert len(seen) == len(set(seen))
+
+
+async def test_list_is_newest_first_across_pages_with_ties_broken_by_id(
+    client: httpx.AsyncClient, upload: Uploader, service: ArtifactService
+) -> None:
+    ids = [(await upload(f"item {i}".encode(), name=f"{i}.txt"))["id"] for i in range(7)]
+    # Creation times with ties (three at t0, one at t0+1s, three at t0+2s), set in the database directly.
+    t0 = datetime.now(UTC).replace(microsecond=0)
+    created = [t0] * 3 + [t0 + timedelta(seconds=1)] + [t0 + timedelta(seconds=2)] * 3
+    async with service.repo.engine.begin() as conn:
+        for artifact_id, at in zip(ids, created, strict=True):
+            await conn.execute(
+                sa.update(artifacts).where(artifacts.c.id == artifact_id).values(created_at=at)
+            )
+    expected = [artifact_id for _, artifact_id in sorted(zip(created, ids, strict=True), reverse=True)]
+
+    for limit in (1, 2, 3, 100):
+        seen: list[str] = []
+        cursor = None
+        while True:
+            params: dict[str, Any] = {"limit": limit}
+            if cursor:
+                params["cursor"] = cursor
+            page = (await client.get("/v1/artifacts", params=params)).json()
+            assert len(page["items"]) <= limit
+            seen.extend(item["id"] for item in page["items"])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert seen == expected, limit
 
 
 @pytest.mark.parametrize("params", [{"limit": 0}, {"limit": 1001}, {"cursor": "!!!"}])

@@ -257,12 +257,13 @@ async def test_late_chunk_racing_completion_never_changes_the_artifact(client: h
     assert (await client.get(f"/v1/artifacts/{artifact['id']}/content")).content == DATA
 
 
-async def test_abort_frees_the_upload(client: httpx.AsyncClient) -> None:
+async def test_abort_frees_the_upload_and_it_is_gone_afterwards(client: httpx.AsyncClient) -> None:
     upload_id = (await begin(client))["upload_id"]
     await put(client, upload_id, 0, chunk(0))
     response = await client.delete(f"/v1/uploads/{upload_id}")
     assert response.status_code == 204
-    assert (await client.get(f"/v1/uploads/{upload_id}")).json()["state"] == "aborted"
+    gone = await client.get(f"/v1/uploads/{upload_id}")
+    assert (gone.status_code, gone.json()["code"]) == (404, "not_found")
     assert (await put(client, upload_id, 1, chunk(1))).json()["code"] == "upload_not_open"
     assert (await client.post(f"/v1/uploads/{upload_id}/complete")).status_code == 409
     assert (await client.delete(f"/v1/uploads/{upload_id}")).status_code == 204  # idempotent

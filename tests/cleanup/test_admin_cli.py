@@ -5,16 +5,19 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
 import pytest
+import sqlalchemy as sa
 from click.testing import CliRunner, Result
 
 from blobstore.cleanup import periodic_cleanup
 from blobstore.cli import main
 from blobstore.config import Settings
 from blobstore.events import ArtifactChange, ArtifactEvent
+from blobstore.metadata.tables import artifacts
 from blobstore.models import Caller
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
@@ -65,10 +68,60 @@ async def test_cleanup_command_reports_per_step_and_honours_only_dry_run_and_gra
     real = await ainvoke(local_settings, "cleanup", "--grace", "0")
     assert real.exit_code == 0, real.output
     assert "freed" in real.output
-    assert "blobs    freed        1 items" in real.output
+    assert "blobs    freed          1 items" in real.output
     async with open_service(local_settings) as service:
         assert await blob_rows(service) == []
         assert await storage_keys(service) == set()
+
+
+async def test_cleanup_with_zero_grace_frees_in_one_run_and_reports_freed_apart_from_expired(
+    local_settings: Settings,
+) -> None:
+    caller = Caller(namespace="alpha")
+    async with open_service(local_settings) as service:
+        expiring = await upload(service, caller, b"e" * 12_000, ttl_seconds=3600)
+        deleted = await upload(service, caller, b"d" * 5_000)
+        await upload(service, caller, b"k" * 700)  # stays
+        await service.delete_artifact(caller, deleted.id)
+        async with service.repo.engine.begin() as conn:
+            await conn.execute(
+                sa.update(artifacts)
+                .where(artifacts.c.id == expiring.id)
+                .values(expires_at=datetime.now(UTC) - timedelta(seconds=1))
+            )
+        assert len(await storage_keys(service)) == 3
+
+    dry = json.loads((await ainvoke(local_settings, "cleanup", "--json", "--dry-run", "--grace", "0")).output)
+    dry_steps = {step["step"]: step for step in dry["steps"]}
+    first = await ainvoke(local_settings, "cleanup", "--json", "--grace", "0")
+    assert first.exit_code == 0, first.output
+    report = json.loads(first.output)
+    steps = {step["step"]: step for step in report["steps"]}
+    async with open_service(local_settings) as service:
+        left = await storage_keys(service)
+        rows = await blob_rows(service)
+    second = json.loads((await ainvoke(local_settings, "cleanup", "--json", "--grace", "0")).output)
+    text = await ainvoke(local_settings, "cleanup", "--grace", "0")
+
+    # One run: the expired artifact's blob and the deleted artifact's blob are both gone from storage.
+    assert len(left) == 1
+    assert [row["size"] for row in rows] == [700]
+    assert (steps["expire"]["items"], steps["expire"]["expired_bytes"], steps["expire"]["bytes"]) == (
+        1,
+        12_000,
+        0,
+    )
+    assert (steps["blobs"]["items"], steps["blobs"]["bytes"]) == (2, 17_000)
+    # ``bytes`` is what left storage in this run; the expired artifacts' size is its own figure.
+    assert (report["bytes"], report["expired_bytes"]) == (17_000, 12_000)
+    # A dry run with zero grace announces the blob the real run frees (it is unreferenced already).
+    assert (dry_steps["blobs"]["items"], dry_steps["blobs"]["bytes"]) == (1, 5_000)
+    assert dry_steps["expire"]["expired_bytes"] == 12_000
+    assert dry["expired_bytes"] == 12_000
+    assert (second["bytes"], second["expired_bytes"], second["items"]) == (0, 0, 0)
+    assert text.exit_code == 0, text.output
+    assert "  expire   expired        0 artifacts" in text.output
+    assert "  total    freed 0 B on storage" in text.output
 
 
 def test_cleanup_grace_comes_from_the_environment_too(local_settings: Settings) -> None:

@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from blobstore.client import AsyncBlobstoreClient, RetryPolicy
-from blobstore.errors import DigestMismatch, InvalidRange, RangeNotSatisfiable, StorageUnavailable
+from blobstore.errors import (
+    DigestMismatch,
+    InvalidRange,
+    RangeNotSatisfiable,
+    ServerUnreachable,
+    StorageUnavailable,
+)
 from tests.client.conftest import ClientFactory
 from tests.client.faults import Fault, FaultyTransport, content_get
 
@@ -97,7 +103,7 @@ async def test_interrupted_download_resumes_in_a_later_call_with_if_range(
     artifact_id, data = stored
     transport.add(Fault(content_get(), "cut", after_bytes=120_000))
     async with make_client(retry=RetryPolicy(attempts=1)) as client:
-        with pytest.raises(StorageUnavailable):
+        with pytest.raises(ServerUnreachable):
             await client.download(artifact_id, tmp_path / "out.bin")
         etag = (await client.get_artifact(artifact_id)).etag
     assert (tmp_path / "out.bin.part").stat().st_size == 120_000
@@ -121,7 +127,7 @@ async def test_corrupt_partial_file_fails_verification_and_is_discarded(
     artifact_id, _ = stored
     transport.add(Fault(content_get(), "cut", after_bytes=50_000))
     async with make_client(retry=RetryPolicy(attempts=1)) as client:
-        with pytest.raises(StorageUnavailable):
+        with pytest.raises(ServerUnreachable):
             await client.download(artifact_id, tmp_path / "out.bin")
     part = tmp_path / "out.bin.part"
     part.write_bytes(b"\0" * 50_000)

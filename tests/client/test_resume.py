@@ -10,7 +10,7 @@ import pytest
 from blobstore.auth import create_token
 from blobstore.client import AsyncBlobstoreClient, RetryPolicy, UploadStateStore
 from blobstore.client.state import FileIdentity
-from blobstore.errors import StorageUnavailable
+from blobstore.errors import ServerUnreachable
 from blobstore.models import Scope
 from blobstore.service import ArtifactService
 from tests.client.conftest import CHUNK, ClientFactory, write_random
@@ -25,7 +25,7 @@ async def crash_midway(make_client: ClientFactory, transport: FaultyTransport, p
     """Upload until chunk 5 cannot be sent, as if the process died there; return the upload id."""
     transport.add(Fault(chunk_put(5), "refuse"))
     async with make_client(retry=NO_RETRY) as client:
-        with pytest.raises(StorageUnavailable):
+        with pytest.raises(ServerUnreachable):
             await client.upload(path, parallel=1)
         status = await client.upload_status(first_upload_id(transport))
     assert status.chunks_received == frozenset(range(5))
@@ -75,7 +75,7 @@ async def test_state_file_names_the_upload_and_holds_no_token(
     transport.add(Fault(chunk_put(1), "refuse"))
 
     async with make_client(retry=NO_RETRY, token=issued.token) as client:
-        with pytest.raises(StorageUnavailable):
+        with pytest.raises(ServerUnreachable):
             await client.upload(tmp_path / "big.bin", parallel=1)
 
     (state_file,) = state_store.directory.iterdir()
@@ -128,7 +128,7 @@ async def test_lost_completion_answer_is_recovered_on_rerun_with_the_same_artifa
     write_random(tmp_path / "big.bin", SIZE)
     transport.add(Fault(path_is("POST", "/complete"), "lose"))
     async with make_client(retry=NO_RETRY) as client:
-        with pytest.raises(StorageUnavailable):
+        with pytest.raises(ServerUnreachable):
             await client.upload(tmp_path / "big.bin")
         upload_id = first_upload_id(transport)
         assert (await client.upload_status(upload_id)).state == "completed"

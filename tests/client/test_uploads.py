@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from blobstore.client import AsyncBlobstoreClient, RetryPolicy
-from blobstore.errors import InvalidRequest, NotFound, StorageUnavailable
+from blobstore.errors import InvalidRequest, NotFound, ServerUnreachable
 from tests.client.conftest import CHUNK, ClientFactory, write_random
 from tests.client.faults import Fault, FaultyTransport, chunk_put, path_is
 
@@ -171,9 +171,11 @@ async def test_exhausted_retries_report_the_server_unreachable(
     transport.add(Fault(chunk_put(0), "refuse", times=5))
 
     async with make_client(retry=RetryPolicy(attempts=2, base_delay=0, max_delay=0)) as client:
-        with pytest.raises(StorageUnavailable):
+        with pytest.raises(ServerUnreachable) as caught:
             await client.upload(tmp_path / "a.bin")
 
+    assert caught.value.code == "server_unreachable"
+    assert "is unreachable" in caught.value.message
     assert transport.chunk_indexes_put() == [0, 0]
 
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner, Result
 
@@ -46,7 +48,12 @@ def test_upload_info_ls_download_rm_round_trip_with_json(server: Server, tmp_pat
     gone = run_cli(["info", first], env)
 
     assert info["size"] == len(data)
-    assert {first, results[1]["artifact"]["id"]} <= {item["id"] for item in listed["items"]}
+    ours = {first, results[1]["artifact"]["id"]}
+    # Newest first: the file uploaded second is listed before the first one (one per page with --limit 1).
+    assert [item["id"] for item in listed["items"] if item["id"] in ours] == [
+        results[1]["artifact"]["id"],
+        first,
+    ]
     assert listed["next_cursor"] is None
     assert fetched.exit_code == 0
     assert json.loads(fetched.stdout)["verified"] is True
@@ -99,3 +106,39 @@ def test_without_a_terminal_there_is_no_progress_bar(server: Server, tmp_path: P
 
     assert result.exit_code == 0
     assert result.stderr == ""
+
+
+def test_an_unreachable_server_is_reported_as_such_in_one_line(tmp_path: Path) -> None:
+    # A bound socket that does not listen refuses every connection: nothing answers at this address.
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        result = run_cli(["ls"], cli_env(tmp_path, url))
+
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr == f"blobstore: blobstore server at {url} is unreachable (server_unreachable)\n"
+
+
+def test_download_length_zero_is_refused_like_http_and_writes_nothing(server: Server, tmp_path: Path) -> None:
+    env = cli_env(tmp_path, server.url)
+    (tmp_path / "a.bin").write_bytes(b"0123456789")
+    artifact_id = json.loads(run_cli(["upload", str(tmp_path / "a.bin"), "--json"], env).stdout)[0][
+        "artifact"
+    ]["id"]
+    over_http = httpx.get(
+        f"{server.url}/v1/artifacts/{artifact_id}/content", params={"offset": 2, "length": 0}
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+
+    result = run_cli(
+        ["download", artifact_id, "--offset", "2", "--length", "0", "-o", str(out / "w.bin")], env
+    )
+
+    assert over_http.status_code == 400
+    problem = over_http.json()
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr == f"blobstore: {problem['detail']} ({problem['code']})\n"
+    assert list(out.iterdir()) == []

@@ -206,7 +206,7 @@ async def test_keyset_pages_return_each_artifact_once_despite_inserts(repo: Meta
     seen_ids = [artifact_id for _, artifact_id in seen]
     assert len(seen_ids) == len(set(seen_ids))
     assert set(original) <= set(seen_ids)
-    assert seen == sorted(seen)
+    assert seen == sorted(seen, reverse=True)  # newest first, ties by id, across every page
     assert pages > 40
 
 

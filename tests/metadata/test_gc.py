@@ -60,8 +60,11 @@ async def test_mark_sets_grace_start_once_on_unreferenced_live_blobs(repo: Metad
 async def test_claim_tombstones_only_blobs_past_the_grace_period(repo: MetadataRepository) -> None:
     blob_id = await orphan_blob(repo, b"old orphan")
 
-    assert await repo.claim_unreferenced_blobs(older_than=T0, now=LATER, limit=10) == []
-    claimed = await repo.claim_unreferenced_blobs(older_than=T0 + timedelta(seconds=1), now=LATER, limit=10)
+    assert (
+        await repo.claim_unreferenced_blobs(older_than=T0 - timedelta(seconds=1), now=LATER, limit=10) == []
+    )
+    # Inclusive: unreferenced for exactly the grace period is enough (a zero grace frees what it just marked).
+    claimed = await repo.claim_unreferenced_blobs(older_than=T0, now=LATER, limit=10)
 
     assert [b.id for b in claimed] == [blob_id]
     assert claimed[0].state == "tombstoned"

@@ -5,6 +5,8 @@ it is given."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -137,3 +139,41 @@ async def test_stdio_mcp_runs_in_the_namespace_given_by_flag(tmp_path: Path) -> 
 
 async def _stream(data: bytes) -> AsyncIterator[bytes]:
     yield data
+
+
+_WITHOUT_HYPERCORN = """
+import sys
+
+sys.modules["hypercorn"] = None  # what Python sees when a package is not installed: import fails
+from blobstore.cli import main
+
+main(sys.argv[1:], prog_name="blobstore")
+"""
+
+
+def test_serve_offers_only_the_asgi_servers_that_are_installed(tmp_path: Path) -> None:
+    env = clean_env(tmp_path)
+    shown = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_HYPERCORN, "serve", "--help"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "granian" in shown.stdout
+    assert "uvicorn" in shown.stdout
+    assert "hypercorn" not in shown.stdout
+    refused = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_HYPERCORN, "serve", "--server", "hypercorn", "--port", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert refused.returncode == 2
+    assert "'hypercorn' is not one of 'granian', 'uvicorn'" in refused.stderr
+    # With hypercorn installed (the dev environment), it is offered.
+    assert "hypercorn" in run_cli(["serve", "--help"], env).stdout

@@ -17,8 +17,12 @@ from blobstore.api.schemas import ArtifactOut, ArtifactPage, UpdateArtifactReque
 from blobstore.digests import normalize_sha256
 from blobstore.errors import InvalidRequest
 from blobstore.metadata.repository import UNSET
+from blobstore.validation import validate_mime, validate_name
 
 router = APIRouter(prefix="/v1/artifacts", tags=["artifacts"])
+
+DEFAULT_NAME = "upload"
+"""The name of an artifact uploaded without one (as for tus uploads without metadata)."""
 
 _GENERIC_TYPES = frozenset({"", "application/octet-stream", "application/x-www-form-urlencoded"})
 
@@ -30,6 +34,8 @@ _UPLOAD_BODY: dict[str, Any] = {
                 "schema": {
                     "type": "object",
                     "required": ["file"],
+                    # Text fields first, then the file (the order the properties are listed in).
+                    "additionalProperties": False,
                     "properties": {
                         "name": {"type": "string"},
                         "mime_type": {"type": "string"},
@@ -81,7 +87,9 @@ async def upload_artifact(
     service: ServiceDep,
     caller: CallerDep,
     base: BaseUrlDep,
-    name: Annotated[str | None, Query(description="Name (raw body: required)")] = None,
+    name: Annotated[
+        str | None, Query(description=f"Name (default: the file part's filename, else {DEFAULT_NAME!r})")
+    ] = None,
     mime_type: Annotated[str | None, Query()] = None,
     ttl_seconds: Annotated[int | None, Query(gt=0)] = None,
     sha256: Annotated[str | None, Query(description="Expected SHA-256 (hex)")] = None,
@@ -92,10 +100,14 @@ async def upload_artifact(
         form = StreamingForm(request.stream(), boundary_of(content_type))
         part = await form.until_file()
         fields = form.fields
-        chosen_name = fields.get("name") or name or part.filename
-        if not chosen_name:
-            raise InvalidRequest("a name is required: a 'name' field or the file part's filename")
+        chosen_name = fields.get("name") or name or part.filename or DEFAULT_NAME
         field_ttl = _parse_ttl(fields.get("ttl_seconds"))
+        # Query values are checked even where a form field wins over them.
+        if ttl_seconds is not None:
+            service.expiry_for(ttl_seconds, service.clock())
+        if name is not None:
+            validate_name(name)
+        validate_mime(mime_type)
         artifact = await service.create_artifact(
             caller,
             form.file_data(),
@@ -105,12 +117,10 @@ async def upload_artifact(
             expected_sha256=expected_sha256,
         )
     else:
-        if not name:
-            raise InvalidRequest("the name query parameter is required for a raw-body upload")
         artifact = await service.create_artifact(
             caller,
             request.stream(),
-            name=name,
+            name=name if name is not None else DEFAULT_NAME,
             mime_type=mime_type or _declared_type(content_type),
             ttl_seconds=ttl_seconds,
             expected_size=declared_length(request),

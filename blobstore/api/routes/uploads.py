@@ -21,7 +21,8 @@ from blobstore.api.schemas import (
     upload_out,
     upload_status_out,
 )
-from blobstore.errors import ChunkSizeInvalid
+from blobstore.errors import ChunkSizeInvalid, NotFound
+from blobstore.models import UploadState
 
 router = APIRouter(prefix="/v1/uploads", tags=["uploads"])
 
@@ -92,6 +93,9 @@ async def get_upload(
     upload_id: str, service: ServiceDep, settings: SettingsDep, caller: CallerDep
 ) -> UploadStatusOut:
     status = await service.uploads.status(caller, upload_id)
+    if status.session.state is UploadState.ABORTED:
+        # Aborting is the upload's DELETE: afterwards it is gone, like any unknown upload.
+        raise NotFound()
     return upload_status_out(status, settings)
 
 

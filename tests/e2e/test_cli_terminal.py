@@ -1,0 +1,262 @@
+"""The transfer commands on a real terminal: tmux runs the installed CLI against a real server, and what a
+person would see is read back from the pane (``capture-pane``), after the command has ended."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import BLOBSTORE, Server, cli_env, start_server, stop_server
+from tests.e2e.files import write_distinct_blocks
+
+pytestmark = pytest.mark.e2e
+
+WAIT_DEADLINE_SECONDS = 180.0
+RESULT_LINE = re.compile(r"a_[A-Za-z0-9_-]{20,}  \d+\.\d MiB  (\S+)(, resumed: \d+ chunks already there)?")
+
+
+class Tmux:
+    """A private tmux server (its own socket) whose panes stay after their command exits."""
+
+    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+        self.socket = f"blobstore-test-{uuid.uuid4().hex[:12]}"
+        self.env = env | {"TERM": "xterm-256color"}
+        self.cwd = cwd
+
+    def tmux(self, *args: str) -> str:
+        done = subprocess.run(
+            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
+            env=self.env,
+            cwd=self.cwd,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return done.stdout
+
+    def run(self, name: str, args: list[str]) -> None:
+        """Start ``blobstore ARGS`` in a new 120x40 window ``name``; it stays after the command exits.
+
+        bash runs it and writes its exit status to a file (bash goes on after a child that handled Ctrl-C
+        itself), which is more dependable than asking tmux for the status of a dead pane."""
+        command = " ".join([str(BLOBSTORE), *args])
+        status_file = self.cwd / f"{name}.exit"
+        status_file.unlink(missing_ok=True)
+        self.tmux(
+            "start-server",
+            ";",
+            "set-option",
+            "-g",
+            "remain-on-exit",
+            "on",
+            ";",
+            "new-session",
+            "-d",
+            "-x",
+            "120",
+            "-y",
+            "40",
+            "-s",
+            name,
+            f"bash -c '{command}; echo $? > {status_file}'",
+        )
+
+    def dead_status(self, name: str) -> int | None:
+        """The command's exit status once it has ended, else None."""
+        try:
+            text = (self.cwd / f"{name}.exit").read_text()
+        except FileNotFoundError:
+            return None
+        return int(text) if text.endswith("\n") else None
+
+    def wait_exit(self, name: str) -> int:
+        deadline = time.monotonic() + WAIT_DEADLINE_SECONDS
+        while time.monotonic() < deadline:
+            status = self.dead_status(name)
+            if status is not None:
+                return status
+            time.sleep(0.05)
+        pytest.fail(f"the command in {name} did not end:\n{self.screen(name)}")
+
+    def screen(self, name: str) -> list[str]:
+        """The pane's lines as shown (with scrollback), trailing blanks dropped."""
+        text = self.tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", name)
+        # tmux's own "Pane is dead (status …)" notice of remain-on-exit is not the command's output.
+        lines = [line.rstrip() for line in text.splitlines() if not line.startswith("Pane is dead")]
+        while lines and not lines[-1]:
+            lines.pop()
+        return lines
+
+    def interrupt(self, name: str) -> None:
+        self.tmux("send-keys", "-t", name, "C-c")
+
+    def close(self) -> None:
+        subprocess.run(
+            ["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=60, check=False
+        )
+
+
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[Server]:
+    """A server of its own: the interruption tests pause it (SIGSTOP), which must not hold up others."""
+    root = tmp_path / "server"
+    root.mkdir()
+    running = start_server(root)
+    try:
+        yield running
+    finally:
+        os.killpg(running.process.pid, signal.SIGCONT)
+        stop_server(running)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def terminal(own_server: Server, tmp_path: Path) -> Iterator[Tmux]:
+    session = Tmux(cli_env(tmp_path, own_server.url), tmp_path)
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+def pause(server: Server) -> None:
+    os.killpg(server.process.pid, signal.SIGSTOP)
+
+
+def resume(server: Server) -> None:
+    os.killpg(server.process.pid, signal.SIGCONT)
+
+
+def wait_for_file(pattern: str, root: Path, terminal: Tmux, name: str) -> Path:
+    deadline = time.monotonic() + WAIT_DEADLINE_SECONDS
+    while time.monotonic() < deadline:
+        found = next(iter(root.glob(pattern)), None)
+        if found is not None:
+            return found
+        if terminal.dead_status(name) is not None:
+            pytest.fail(f"the command ended before {pattern} appeared:\n" + "\n".join(terminal.screen(name)))
+        time.sleep(0.01)
+    pytest.fail(f"{pattern} did not appear")
+
+
+def assert_clean_transfer(lines: list[str], names: list[str]) -> None:
+    """Per file: its finished bar on a line of its own, then its result line; nothing drawn after the last."""
+    results = [i for i, line in enumerate(lines) if RESULT_LINE.fullmatch(line)]
+    assert [RESULT_LINE.fullmatch(lines[i]).group(1) for i in results] == names, lines  # type: ignore[union-attr]
+    assert results[-1] == len(lines) - 1, lines
+    for name, index in zip(names, results, strict=True):
+        bar = lines[index - 1]
+        assert bar.startswith(name), lines
+        assert "━" in bar, lines
+        assert re.search(r"(\d+\.\d)/\1 MiB", bar), lines  # the bar ended at 100 %
+
+
+def test_upload_progress_bars_and_result_lines_do_not_collide_on_a_terminal(
+    terminal: Tmux, tmp_path: Path
+) -> None:
+    write_distinct_blocks(tmp_path / "big1.bin", 24)
+    write_distinct_blocks(tmp_path / "big2.bin", 50)
+
+    terminal.run(
+        "up", ["upload", str(tmp_path / "big1.bin"), str(tmp_path / "big2.bin"), "--chunk-size", "1M"]
+    )
+    status = terminal.wait_exit("up")
+
+    lines = terminal.screen("up")
+    assert status == 0, lines
+    assert_clean_transfer(lines, ["big1.bin", "big2.bin"])
+
+
+def test_download_progress_bar_and_result_line_are_clean_on_a_terminal(
+    terminal: Tmux, own_server: Server, tmp_path: Path
+) -> None:
+    write_distinct_blocks(tmp_path / "src.bin", 20)
+    terminal.run("up", ["upload", str(tmp_path / "src.bin"), "--json"])
+    assert terminal.wait_exit("up") == 0
+    artifact_id = re.search(r'"id": "(a_[^"]+)"', "".join(terminal.screen("up")))
+    assert artifact_id is not None
+
+    terminal.run("down", ["download", artifact_id.group(1), "-o", str(tmp_path / "back.bin")])
+    status = terminal.wait_exit("down")
+
+    lines = terminal.screen("down")
+    assert status == 0, lines
+    assert lines[-1] == f"{tmp_path / 'back.bin'}  20.0 MiB"
+    assert lines[-2].startswith(artifact_id.group(1)), lines
+    assert "20.0/20.0 MiB" in lines[-2], lines
+
+
+def test_interrupted_upload_says_that_the_same_command_resumes_it(
+    terminal: Tmux, own_server: Server, tmp_path: Path
+) -> None:
+    write_distinct_blocks(tmp_path / "big.bin", 64)
+    command = ["upload", str(tmp_path / "big.bin"), "--chunk-size", "1M", "--parallel", "1"]
+    terminal.run("first", command)
+    # The resume state is written once the upload exists on the server: pause the server there, so the
+    # upload is certainly still running when Ctrl-C arrives.
+    wait_for_file("cache/mcp-blobstore/uploads/*.json", tmp_path, terminal, "first")
+    pause(own_server)
+    try:
+        assert terminal.dead_status("first") is None, "the upload finished before it could be interrupted"
+        terminal.interrupt("first")
+        status = terminal.wait_exit("first")
+    finally:
+        resume(own_server)
+    interrupted = terminal.screen("first")
+
+    terminal.run("again", command)
+    again_status = terminal.wait_exit("again")
+    again = terminal.screen("again")
+
+    assert status == 130, interrupted
+    assert interrupted[-1] == ("blobstore: interrupted; run the same command again to resume the upload"), (
+        interrupted
+    )
+    assert "Aborted!" not in interrupted
+    assert again_status == 0, again
+    assert_clean_transfer(again, ["big.bin"])
+    assert ", resumed: " in again[-1]
+
+
+def test_interrupted_download_says_that_the_same_command_resumes_it(
+    terminal: Tmux, own_server: Server, tmp_path: Path
+) -> None:
+    write_distinct_blocks(tmp_path / "src.bin", 96)
+    terminal.run("up", ["upload", str(tmp_path / "src.bin"), "--json"])
+    assert terminal.wait_exit("up") == 0
+    found = re.search(r'"id": "(a_[^"]+)"', "".join(terminal.screen("up")))
+    assert found is not None
+    command = ["download", found.group(1), "-o", str(tmp_path / "back.bin")]
+
+    terminal.run("first", command)
+    # The partial file exists once the download has started: pause the server there, so the download is
+    # certainly still running when Ctrl-C arrives.
+    wait_for_file("back.bin.part", tmp_path, terminal, "first")
+    pause(own_server)
+    try:
+        assert terminal.dead_status("first") is None, "the download finished before it could be interrupted"
+        terminal.interrupt("first")
+        status = terminal.wait_exit("first")
+    finally:
+        resume(own_server)
+    interrupted = terminal.screen("first")
+    terminal.run("again", command)
+    again_status = terminal.wait_exit("again")
+
+    assert status == 130, interrupted
+    assert interrupted[-1] == ("blobstore: interrupted; run the same command again to resume the download"), (
+        interrupted
+    )
+    assert "Aborted!" not in interrupted
+    assert again_status == 0, terminal.screen("again")
+    assert (tmp_path / "back.bin").read_bytes() == (tmp_path / "src.bin").read_bytes()
