@@ -82,6 +82,12 @@ class Settings(BaseSettings):
     audit_log: Path | None = None
     """File for audit JSON lines; default: the ``blobstore.audit`` logger (stderr)."""
 
+    # Observability.
+    metrics: bool = False
+    """Serve ``GET /metrics`` (Prometheus text format); it needs the ``admin`` scope once tokens exist."""
+    access_log_level: str = "info"
+    """Level of the one JSON access line per request (logger ``blobstore.access``), or ``off``."""
+
     @field_validator("database_url")
     @classmethod
     def _check_database_url(cls, value: str | None) -> str | None:
@@ -111,6 +117,13 @@ class Settings(BaseSettings):
     def _check_log_level(cls, value: str) -> str:
         if value.lower() not in {"debug", "info", "warning", "error"}:
             raise ValueError("must be debug, info, warning or error")
+        return value.lower()
+
+    @field_validator("access_log_level")
+    @classmethod
+    def _check_access_log_level(cls, value: str) -> str:
+        if value.lower() not in {"debug", "info", "warning", "off"}:
+            raise ValueError("must be debug, info, warning or off")
         return value.lower()
 
     @model_validator(mode="after")

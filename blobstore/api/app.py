@@ -20,7 +20,8 @@ from blobstore.api import tus
 from blobstore.api.deps import STATE_KEY, AppState
 from blobstore.api.errors import install_error_handlers
 from blobstore.api.guard import MULTIPART_ALLOWANCE, BodyGuard
-from blobstore.api.routes import artifacts, health, uploads
+from blobstore.api.observe import Observe
+from blobstore.api.routes import artifacts, health, metrics, uploads
 from blobstore.config import Settings
 from blobstore.service import ArtifactService
 
@@ -81,10 +82,14 @@ def create_app(
     install_error_handlers(app)
     body_cap = settings.max_artifact_size + MULTIPART_ALLOWANCE
     app.add_middleware(BodyGuard, timeout=settings.body_timeout_seconds, max_body=body_cap)
+    # Outermost: ids, metrics and the access line cover every answer, the body guard's refusals included.
+    app.add_middleware(Observe, routes=app.router.routes, access_log_level=settings.access_log_level)
     app.include_router(health.router)
     app.include_router(uploads.router)
     app.include_router(artifacts.router)
     app.include_router(tus.router)
+    if settings.metrics:
+        app.include_router(metrics.router)
     for extension in extensions:
         # The exact path as a route too: a bare Mount answers POST /mcp with a 307 to /mcp/.
         app.router.routes.append(Route(extension.path, endpoint=extension.app))
