@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -103,13 +104,19 @@ async def test_metrics_report_open_uploads_integrity_failures_and_cleanup_runs(
         "/v1/artifacts", params={"name": "x.bin", "sha256": wrong}, content=b"payload"
     )
     assert refused.json()["code"] == "digest_mismatch"
+    doomed = await client.post("/v1/artifacts", params={"name": "gone.bin"}, content=b"freed" * 100)
+    assert (await client.delete(f"/v1/artifacts/{doomed.json()['id']}")).status_code == 204
     before = await scrape(client)
-    await run_cleanup(service)
+    # The blob sweep is two-phase: the first run finds the blob unreferenced, the second frees it.
+    reports = [await run_cleanup(service, grace_seconds=0) for _ in range(2)]
     after = await scrape(client)
 
     assert value(after, "blobstore_uploads_open") == 1
     assert value(after, "blobstore_integrity_failures_total", code="digest_mismatch") >= 1
-    assert value(after, "blobstore_cleanup_runs_total") == value(before, "blobstore_cleanup_runs_total") + 1
+    assert value(after, "blobstore_cleanup_runs_total") == value(before, "blobstore_cleanup_runs_total") + 2
+    freed = "blobstore_cleanup_freed_bytes_total"
+    assert sum(report.step("blobs").bytes for report in reports) == 500
+    assert value(after, freed, step="blobs") - value(before, freed, step="blobs") == 500
 
 
 async def test_metrics_is_not_served_unless_enabled(tmp_path: Path) -> None:
@@ -200,3 +207,42 @@ async def test_access_log_level_is_configurable(
             assert (await http.get("/healthz")).status_code == 200
     levels = [record.levelno for record in caplog.records if record.name == "blobstore.access"]
     assert levels == ([] if expected is None else [expected])
+
+
+async def test_metrics_count_storage_errors_by_operation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An S3 endpoint that refuses every connection: the write fails with storage_unavailable.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    settings = make_settings(
+        tmp_path,
+        metrics=True,
+        storage_url="s3://unreachable/prefix",
+        s3_endpoint_url=f"http://127.0.0.1:{port}",
+        s3_region="us-east-1",
+    )
+    async with open_service(settings, server=False) as service:
+        app = create_app(settings, service=service)
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
+        ):
+            before = parse((await http.get("/metrics")).text)
+            failed = await http.post("/v1/artifacts", params={"name": "x.bin"}, content=b"bytes")
+            assert failed.status_code == 503
+            after = parse((await http.get("/metrics")).text)
+    errors = {
+        labels: count - before.get((name, labels), 0.0)
+        for (name, labels), count in after.items()
+        if name == "blobstore_storage_errors_total"
+    }
+    counted = {dict(labels)["operation"]: dict(labels)["code"] for labels, count in errors.items() if count}
+    assert sum(errors.values()) == 1
+    # The S3 operation that failed names the series (the write's, e.g. PutObject), not "unknown".
+    assert list(counted.values()) == ["storage_unavailable"]
+    assert next(iter(counted)) not in {"unknown", ""}
