@@ -38,6 +38,14 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
+def hear_access_log(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Capture ``blobstore.access`` whatever a server setup in this process did to it."""
+    access = logging.getLogger("blobstore.access")
+    monkeypatch.setattr(access, "propagate", True)
+    monkeypatch.setattr(access, "disabled", False)
+    caplog.set_level(logging.DEBUG, logger="blobstore.access")
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     return make_settings(tmp_path, metrics=True)
@@ -168,10 +176,10 @@ async def test_a_missing_or_insane_request_id_is_replaced_by_a_new_one_per_reque
 
 
 async def test_access_log_is_one_json_line_per_request_with_its_id_and_no_secret_or_query(
-    client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+    client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     secret = "bs_tok_notarealtokenbutsecret"
-    caplog.set_level(logging.DEBUG, logger="blobstore.access")
+    hear_access_log(caplog, monkeypatch)
     response = await client.get(
         "/v1/artifacts",
         params={"cursor": "secret-cursor-value"},
@@ -194,10 +202,14 @@ async def test_access_log_is_one_json_line_per_request_with_its_id_and_no_secret
 
 @pytest.mark.parametrize(("level", "expected"), [("debug", logging.DEBUG), ("off", None)])
 async def test_access_log_level_is_configurable(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, level: str, expected: int | None
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    level: str,
+    expected: int | None,
 ) -> None:
     settings = make_settings(tmp_path, access_log_level=level)
-    caplog.set_level(logging.DEBUG, logger="blobstore.access")
+    hear_access_log(caplog, monkeypatch)
     async with open_service(settings, server=False) as service:
         app = create_app(settings, service=service)
         async with (
