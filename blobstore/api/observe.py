@@ -79,7 +79,7 @@ class Observe:
             await self.app(scope, receive, send)
             return
         request_id = request_id_from(scope)
-        _request_id.set(request_id)
+        token = _request_id.set(request_id)
         started = time.perf_counter()
         status = 500
         bytes_in = 0
@@ -109,9 +109,11 @@ class Observe:
                 bytes_out += declared_out
             await send(message)
 
-        # A request that fails before its response starts is counted and logged as the 500 it ends as.
+        # A request that fails before its response starts is counted and logged as the 500 it ends as. The id
+        # stays set for that failure: the server-error handler outside this middleware puts it in the answer.
         try:
             await self.app(scope, counting_receive, tagging_send)
+            _request_id.reset(token)
         finally:
             elapsed = time.perf_counter() - started
             method = str(scope.get("method", ""))
