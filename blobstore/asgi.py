@@ -14,8 +14,10 @@ from blobstore.config import Settings, load_settings
 
 def build_app(settings: Settings) -> FastAPI:
     from blobstore.api.app import create_app
+    from blobstore.api.observe import configure_access_log
     from mcp_resources.http import McpHttpExtension
 
+    configure_access_log(settings.access_log_level)
     return create_app(settings, extensions=[McpHttpExtension(settings)])
 
 

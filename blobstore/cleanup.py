@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 import anyio
 
+from blobstore import metrics
 from blobstore.errors import BlobstoreError, InvalidRequest
 from blobstore.events import ArtifactChange, ArtifactEvent
 from blobstore.models import UploadSession, UploadState
@@ -198,8 +199,11 @@ class Cleanup:
                     result.details,
                 )
                 report.steps.append(result)
+                if not self.dry_run:
+                    metrics.CLEANUP_FREED_BYTES.labels(step).inc(result.bytes)
         if not self.dry_run:
             await self.repo.keep_reserve()
+            metrics.CLEANUP_RUNS.inc()
         return report
 
     async def _due(self, now: datetime) -> dict[str, int]:

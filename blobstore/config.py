@@ -98,6 +98,12 @@ class Settings(BaseSettings):
     """Origins (``scheme://host[:port]``) whose pages may call the HTTP API and ``/mcp`` across origins;
     comma-separated in ``BLOBSTORE_CORS_ORIGINS``. Empty: no CORS (``blobstore.api.cors``)."""
 
+    # Observability.
+    metrics: bool = False
+    """Serve ``GET /metrics`` (Prometheus text format); it needs the ``admin`` scope once tokens exist."""
+    access_log_level: str = "info"
+    """Level of the one JSON access line per request (logger ``blobstore.access``), or ``off``."""
+
     @field_validator("database_url")
     @classmethod
     def _check_database_url(cls, value: str | None) -> str | None:
@@ -141,6 +147,13 @@ class Settings(BaseSettings):
                 if origin not in origins:
                     origins.append(origin)
         return tuple(origins)
+
+    @field_validator("access_log_level")
+    @classmethod
+    def _check_access_log_level(cls, value: str) -> str:
+        if value.lower() not in {"debug", "info", "warning", "off"}:
+            raise ValueError("must be debug, info, warning or off")
+        return value.lower()
 
     @model_validator(mode="after")
     def _check_consistency(self) -> Settings:

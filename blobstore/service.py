@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from blobstore import metrics
 from blobstore.audit import AuditLog
 from blobstore.config import Settings
 from blobstore.errors import BlobstoreError, InvalidRequest, NotFound, QuotaExceeded, RangeRequired, TooLarge
@@ -194,6 +195,7 @@ class ArtifactService:
             # Nothing references this generation: remove it now rather than leave it to the orphan sweep.
             await self.blobs.delete(blob.key)
             raise
+        metrics.COMPLETIONS.labels("true" if result.deduplicated else "false").inc()
         if result.deduplicated:
             await self.blobs.delete(blob.key)
         await self.events.emit(ArtifactEvent(ArtifactChange.CREATED, result.artifact.id, caller.namespace))

@@ -14,6 +14,7 @@ from typing import Any, Final
 from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 
+from blobstore import metrics
 from blobstore.errors import BlobstoreError, all_codes
 
 logger = logging.getLogger("mcp_resources")
@@ -79,6 +80,7 @@ def to_mcp_error(exc: BaseException, *, uri: str | None = None, **extra: Any) ->
     if not isinstance(exc, BlobstoreError):
         logger.error("unexpected error while serving an MCP request", exc_info=exc)
         return MCPError(INTERNAL_ERROR, "internal error", data={"reason": "internal"})
+    metrics.count_error(exc.code, getattr(exc, "operation", None))
     if exc.code == "not_found" and uri is not None:
         return MCPError(INVALID_PARAMS, RESOURCE_NOT_FOUND_MESSAGE, data=error_data(exc, uri=uri, **extra))
     if exc.code == "internal" or jsonrpc_code(exc.code) == INTERNAL_ERROR:

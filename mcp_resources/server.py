@@ -15,6 +15,7 @@ from mcp.server import Server, ServerRequestContext
 from blobstore import __version__
 from blobstore.models import Caller
 from blobstore.service import ArtifactService
+from mcp_resources.metrics import install_request_metrics
 from mcp_resources.notifications import StoreNotifications
 from mcp_resources.resources import DEFAULT_PAGE_SIZE, CallerResolver, StoreResources
 from mcp_resources.tools import StoreTools
@@ -67,4 +68,5 @@ def create_server(
         get_tool_input_schema=store_tools.input_schema if store_tools else None,
     )
     StoreNotifications(service, caller_for).install(server, session_subscriptions=session_subscriptions)
+    install_request_metrics(server)
     return server

@@ -21,8 +21,9 @@ from blobstore.api.cors import Cors
 from blobstore.api.deps import STATE_KEY, AppState
 from blobstore.api.errors import install_error_handlers
 from blobstore.api.guard import MULTIPART_ALLOWANCE, BodyGuard, MessageGuard
+from blobstore.api.observe import Observe
 from blobstore.api.openapi import install_openapi
-from blobstore.api.routes import artifacts, health, uploads
+from blobstore.api.routes import artifacts, health, metrics, uploads
 from blobstore.config import Settings
 from blobstore.service import ArtifactService
 
@@ -94,12 +95,16 @@ def create_app(
     )
     app.add_middleware(MessageGuard)  # a malformed message never reaches the body guard
     if settings.cors_origins:
-        # Outermost, so that the guards' refusals (400, 413, 408) reach the page too.
+        # Outside the guards, so that their refusals (400, 413, 408) reach the page too.
         app.add_middleware(Cors, origins=settings.cors_origins)
+    # Outermost: ids, metrics and the access line cover every answer, the body guard's refusals included.
+    app.add_middleware(Observe, routes=app.router.routes, access_log_level=settings.access_log_level)
     app.include_router(health.router)
     app.include_router(uploads.router)
     app.include_router(artifacts.router)
     app.include_router(tus.router)
+    if settings.metrics:
+        app.include_router(metrics.router)
     for extension in extensions:
         # The exact path as a route too: a bare Mount answers POST /mcp with a 307 to /mcp/.
         app.router.routes.append(Route(extension.path, endpoint=extension.app))

@@ -25,6 +25,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, Response
 
+from blobstore import metrics
+from blobstore.api.observe import current_request_id
 from blobstore.errors import BlobstoreError, Internal, InvalidRequest
 
 logger = logging.getLogger("blobstore.api")
@@ -68,7 +70,7 @@ STATUS_BY_CODE: Final[Mapping[str, int]] = {
 }
 
 # Problem members an error's details must never overwrite.
-_RESERVED: Final = frozenset({"type", "title", "status", "code", "detail", "instance"})
+_RESERVED: Final = frozenset({"type", "title", "status", "code", "detail", "instance", "request_id"})
 
 
 def status_for(code: str) -> int:
@@ -96,7 +98,13 @@ def problem_response(
     for key, value in (details or {}).items():
         if key not in _RESERVED:
             body[key] = jsonable_encoder(value)
-    return JSONResponse(body, status_code=status, headers=dict(headers or {}), media_type=PROBLEM_JSON)
+    all_headers = dict(headers or {})
+    request_id = current_request_id()
+    if request_id is not None:
+        # Also as a header here: an unhandled error is answered outside the middleware that sets it.
+        body["request_id"] = request_id
+        all_headers["X-Request-Id"] = request_id
+    return JSONResponse(body, status_code=status, headers=all_headers, media_type=PROBLEM_JSON)
 
 
 def _extra_headers(exc: BlobstoreError, status: int) -> dict[str, str]:
@@ -127,8 +135,9 @@ def error_response(exc: BlobstoreError) -> JSONResponse:
 
 async def _on_blobstore_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, BlobstoreError)
+    metrics.count_error(exc.code, getattr(exc, "operation", None))
     if exc.code in {"internal", "corruption", "storage_unavailable"}:
-        logger.error("request failed: %r", exc)
+        logger.error("request %s failed: %r", current_request_id(), exc)
     return error_response(exc)
 
 
@@ -176,7 +185,7 @@ async def _on_client_disconnect(_request: Request, _exc: Exception) -> Response:
 
 
 async def _on_unexpected(_request: Request, exc: Exception) -> Response:
-    logger.error("unhandled error", exc_info=exc)
+    logger.error("request %s failed: unhandled error", current_request_id(), exc_info=exc)
     return problem_response(Internal.code, title=Internal.default_message)
 
 

@@ -54,6 +54,10 @@ _PROBLEM: Final = {
         "status": {"type": "integer"},
         "code": {"type": "string"},
         "detail": {"type": "string"},
+        "request_id": {
+            "type": "string",
+            "description": "the request's id, also in `X-Request-Id` and the logs",
+        },
     },
     "additionalProperties": True,
 }

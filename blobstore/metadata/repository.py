@@ -583,6 +583,14 @@ class MetadataRepository:
             )
         return int(count or 0)
 
+    async def count_all_open_uploads(self) -> int:
+        """Uploads of every namespace still holding staging space (the ``blobstore_uploads_open`` gauge)."""
+        async with self._reader.connect() as conn:
+            count = await conn.scalar(
+                sa.select(sa.func.count()).select_from(uploads).where(uploads.c.state.in_(_OPEN_STATES))
+            )
+        return int(count or 0)
+
     async def record_chunk(self, chunk: ChunkRecord) -> ChunkRecord:
         """Insert the chunk unless its index is already recorded; return the row stored for that index.
 

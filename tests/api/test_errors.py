@@ -63,6 +63,7 @@ async def test_unknown_exceptions_are_500_internal_without_their_text(
         "title": "internal error",
         "status": 500,
         "code": "internal",
+        "request_id": response.headers["x-request-id"],
     }
     assert "secret" not in response.text
 

@@ -1,0 +1,174 @@
+"""Request ids, the JSON access log and the HTTP metrics: one ASGI middleware around the whole API.
+
+Every request gets an id: a client's ``X-Request-Id`` when it is sane (1 to 128 characters of
+``A-Za-z0-9._:-``), otherwise a new random one. The id is sent back in the ``X-Request-Id`` response header,
+in every problem+json body (``request_id``, via :func:`current_request_id`) and in the access line, so a
+client's report can be found in the log.
+
+The access line is one JSON object per request on the ``blobstore.access`` logger at
+``BLOBSTORE_ACCESS_LOG_LEVEL``. It holds no header values, no query string and no body: tokens and content
+never reach the log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import secrets
+import sys
+import time
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from starlette.routing import BaseRoute, Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from blobstore import metrics
+
+access_logger = logging.getLogger("blobstore.access")
+
+REQUEST_ID_HEADER: Final = "x-request-id"
+_SANE_ID: Final = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+_LEVELS: Final = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
+
+_request_id: ContextVar[str | None] = ContextVar("blobstore_request_id", default=None)
+
+
+def current_request_id() -> str | None:
+    """The id of the request being served in this task, if any."""
+    return _request_id.get()
+
+
+def request_id_from(scope: Scope) -> str:
+    for name, value in scope.get("headers", ()):
+        if name == b"x-request-id":
+            text: str = value.decode("latin-1")
+            if _SANE_ID.fullmatch(text):
+                return text
+            break
+    return secrets.token_hex(16)
+
+
+def route_template(scope: Scope, routes: list[BaseRoute]) -> str:
+    """The template of the route that served the request (bounded label values), or ``unmatched``."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    if isinstance(path, str):
+        return path
+    probe = {"type": "http", "path": scope.get("path", ""), "method": scope.get("method", "GET")}
+    for candidate in routes:
+        match, _ = candidate.matches({**probe, "root_path": ""})
+        if match is not Match.NONE:
+            found = getattr(candidate, "path", None)
+            return found if isinstance(found, str) else "unmatched"
+    return "unmatched"
+
+
+class Observe:
+    """Outermost middleware: request id, metrics and the access line for every HTTP request."""
+
+    def __init__(self, app: ASGIApp, *, routes: list[BaseRoute], access_log_level: str) -> None:
+        self.app = app
+        self.routes = routes
+        self.level = _LEVELS.get(access_log_level)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = request_id_from(scope)
+        token = _request_id.set(request_id)
+        started = time.perf_counter()
+        status = 500
+        bytes_in = 0
+        bytes_out = 0
+        declared_out: int | None = None
+
+        async def counting_receive() -> Message:
+            nonlocal bytes_in
+            message = await receive()
+            if message["type"] == "http.request":
+                bytes_in += len(message.get("body", b""))
+            return message
+
+        async def tagging_send(message: Message) -> None:
+            nonlocal status, bytes_out, declared_out
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                headers = [(k, v) for k, v in message.get("headers", ()) if k.lower() != b"x-request-id"]
+                headers.append((b"x-request-id", request_id.encode("latin-1")))
+                for name, value in headers:
+                    if name.lower() == b"content-length" and value.isdigit():
+                        declared_out = int(value)
+                message = {**message, "headers": headers}
+            elif message["type"] == "http.response.body":
+                bytes_out += len(message.get("body", b""))
+            elif message["type"] == "http.response.pathsend" and declared_out is not None:
+                bytes_out += declared_out
+            await send(message)
+
+        # A request that fails before its response starts is counted and logged as the 500 it ends as. The id
+        # stays set for that failure: the server-error handler outside this middleware puts it in the answer.
+        try:
+            await self.app(scope, counting_receive, tagging_send)
+            _request_id.reset(token)
+        finally:
+            elapsed = time.perf_counter() - started
+            method = str(scope.get("method", ""))
+            route = route_template(scope, self.routes)
+            metrics.HTTP_REQUESTS.labels(method, route, str(status)).inc()
+            metrics.HTTP_DURATION.labels(method, route).observe(elapsed)
+            metrics.BYTES_IN.inc(bytes_in)
+            metrics.BYTES_OUT.inc(bytes_out)
+            if self.level is not None and access_logger.isEnabledFor(self.level):
+                self._log(scope, request_id, method, route, status, elapsed, bytes_in, bytes_out)
+
+    def _log(
+        self,
+        scope: Scope,
+        request_id: str,
+        method: str,
+        route: str,
+        status: int,
+        elapsed: float,
+        bytes_in: int,
+        bytes_out: int,
+    ) -> None:
+        client = scope.get("client")
+        line: dict[str, Any] = {
+            "ts": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "event": "http_request",
+            "request_id": request_id,
+            "method": method,
+            "path": scope.get("path", ""),
+            "route": route,
+            "status": status,
+            "duration_ms": round(elapsed * 1000, 3),
+            "bytes_in": bytes_in,
+            "bytes_out": bytes_out,
+            "client": client[0] if client else None,
+        }
+        assert self.level is not None
+        access_logger.log(self.level, json.dumps(line, separators=(",", ":")))
+
+
+def configure_access_log(access_log_level: str) -> None:
+    """For a server process: access lines go to stderr as they are (one JSON object a line).
+
+    The ``blobstore.access`` logger gets its own handler (once) and does not propagate, so an ASGI server's
+    own logging setup neither drops nor duplicates them. Embedding applications skip this and route the
+    logger as they like.
+    """
+    level = _LEVELS.get(access_log_level)
+    if level is None:
+        access_logger.disabled = True
+        return
+    access_logger.setLevel(level)
+    if not any(getattr(handler, "blobstore_access", False) for handler in access_logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler.blobstore_access = True  # type: ignore[attr-defined]
+        access_logger.addHandler(handler)
+    access_logger.propagate = False

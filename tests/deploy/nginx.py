@@ -1,0 +1,66 @@
+"""The shipped ``deploy/nginx.conf``, rendered for a test: only its listen port and upstream servers change.
+
+The shipped file is a ``conf.d`` server block; :func:`main_config` wraps it in a main configuration that keeps
+every path inside a temporary directory, so ``nginx`` runs unprivileged of the machine's own setup.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+SHIPPED = Path(__file__).resolve().parents[2] / "deploy" / "nginx.conf"
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+_UPSTREAM_SERVER = re.compile(r"^(\s*server\s+)blobstore-\d+:8420(\s)", re.MULTILINE)
+_LISTEN = re.compile(r"^(\s*listen\s+)80;", re.MULTILINE)
+
+
+def render_site(listen_port: int, upstream_ports: Sequence[int], text: str | None = None) -> str:
+    """The shipped server block with ``listen`` on ``listen_port`` and the upstream servers on loopback."""
+    site = SHIPPED.read_text() if text is None else text
+    servers = _UPSTREAM_SERVER.findall(site)
+    if len(servers) != len(upstream_ports):
+        raise AssertionError(
+            f"deploy/nginx.conf has {len(servers)} upstream servers, not {len(upstream_ports)}"
+        )
+    ports = iter(upstream_ports)
+    site = _UPSTREAM_SERVER.sub(lambda match: f"{match[1]}127.0.0.1:{next(ports)}{match[2]}", site)
+    site, listens = _LISTEN.subn(rf"\g<1>127.0.0.1:{listen_port};", site)
+    if listens != 1:
+        raise AssertionError("deploy/nginx.conf should have exactly one 'listen 80;'")
+    return site
+
+
+def main_config(root: Path, site: str) -> Path:
+    """Write ``site`` and a main configuration around it under ``root``; return the main file."""
+    (root / "site.conf").write_text(site)
+    temp = {name: root / name for name in ("body", "proxy", "fastcgi", "uwsgi", "scgi")}
+    for path in temp.values():
+        path.mkdir(exist_ok=True)
+    main = root / "nginx.conf"
+    main.write_text(
+        f"""
+user root;
+worker_processes 1;
+pid {root / "nginx.pid"};
+error_log {root / "error.log"} info;
+events {{ worker_connections 256; }}
+http {{
+    access_log {root / "access.log"};
+    client_body_temp_path {temp["body"]};
+    proxy_temp_path {temp["proxy"]};
+    fastcgi_temp_path {temp["fastcgi"]};
+    uwsgi_temp_path {temp["uwsgi"]};
+    scgi_temp_path {temp["scgi"]};
+    include {root / "site.conf"};
+}}
+"""
+    )
+    return main
+
+
+def command(root: Path, main: Path, *args: str) -> list[str]:
+    return [NGINX, "-p", str(root), "-c", str(main), "-e", str(root / "error.log"), *args]
