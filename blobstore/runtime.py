@@ -15,7 +15,7 @@ from blobstore.metadata.lock import DataDirLock
 from blobstore.metadata.migrate import upgrade_async
 from blobstore.metadata.repository import MetadataRepository, sqlite_file
 from blobstore.service import ArtifactService
-from blobstore.storage import open_blob_store
+from blobstore.storage import BlobStore, open_blob_store
 
 logger = logging.getLogger("blobstore")
 
@@ -60,9 +60,9 @@ async def prepare_to_serve(settings: Settings) -> None:
     await probe_storage(settings)
 
 
-async def probe_storage(settings: Settings) -> None:
-    """Open the configured storage and run its start-up probe, where the backend has one (S3)."""
-    blobs = open_blob_store(
+def blob_store_for(settings: Settings) -> BlobStore:
+    """The blob store the settings name (not yet probed)."""
+    return open_blob_store(
         settings.resolved_storage_url,
         s3_endpoint_url=settings.s3_endpoint_url,
         s3_region=settings.s3_region,
@@ -70,6 +70,11 @@ async def probe_storage(settings: Settings) -> None:
         io_threads=settings.io_threads,
         data_dir=settings.data_dir,
     )
+
+
+async def probe_storage(settings: Settings) -> None:
+    """Open the configured storage and run its start-up probe, where the backend has one (S3)."""
+    blobs = blob_store_for(settings)
     try:
         probe = getattr(blobs, "probe", None)
         if probe is not None:
@@ -105,14 +110,7 @@ async def open_service(
             # probe tops the reserve up from then on.
             if server and not released and not await repo.keep_reserve():
                 logger.warning("the disk reserve could not be allocated in full: the disk is nearly full")
-            blobs = open_blob_store(
-                settings.resolved_storage_url,
-                s3_endpoint_url=settings.s3_endpoint_url,
-                s3_region=settings.s3_region,
-                storage_chunk_size=settings.storage_chunk_size,
-                io_threads=settings.io_threads,
-                data_dir=settings.data_dir,
-            )
+            blobs = blob_store_for(settings)
             try:
                 yield ArtifactService(
                     settings=settings,

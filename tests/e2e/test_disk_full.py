@@ -8,7 +8,6 @@ full; once there is room again every path works.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import subprocess
@@ -22,6 +21,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.e2e.clirun import run_cli
 from tests.e2e.conftest import Server, cli_env, start_server, stop_server
+from tests.fixtures.smallfs import fill, small_tmpfs
 
 pytestmark = pytest.mark.e2e
 
@@ -34,36 +34,6 @@ TUS = {"Tus-Resumable": "1.0.0"}
 PROBLEM = "application/problem+json"
 
 
-def mount_tmpfs(target: Path, size: int) -> None:
-    target.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(target)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.fail(f"this test mounts a small tmpfs and needs root: {done.stderr.strip()}")
-
-
-def fill(path: Path) -> None:
-    """Take every free byte of the filesystem holding ``path``: large writes first, then smaller ones."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        for piece in (MiB, 64 * 1024, 4096, 512, 1):
-            block = b"\xa5" * piece
-            while True:
-                try:
-                    os.write(fd, block)
-                except OSError as exc:
-                    if exc.errno != errno.ENOSPC:
-                        raise
-                    break
-    finally:
-        os.close(fd)
-    assert os.statvfs(path).f_bavail == 0
-
-
 def blob_files(data_dir: Path) -> list[Path]:
     return [path for path in (data_dir / "blobs" / "blobs").rglob("*") if path.is_file()]
 
@@ -71,16 +41,12 @@ def blob_files(data_dir: Path) -> list[Path]:
 @pytest.fixture
 def full_disk_server(tmp_path: Path) -> Iterator[Server]:
     """A server whose data directory is a 24 MiB tmpfs; its log stays on the ordinary disk."""
-    data_dir = tmp_path / "data"
-    mount_tmpfs(data_dir, FS_SIZE)
-    try:
+    with small_tmpfs(tmp_path / "data", FS_SIZE):
         server = start_server(tmp_path, env={"BLOBSTORE_DISK_RESERVE_BYTES": str(RESERVE)})
         try:
             yield server
         finally:
             stop_server(server)
-    finally:
-        subprocess.run(["umount", "-l", str(data_dir)], check=False)
 
 
 def assert_full(response: httpx.Response) -> None:

@@ -4,33 +4,21 @@ whole, and restored by a process that does not own it only as far as it released
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from blobstore.diskspace import MIN_FREE_BYTES, RESERVE_FILE_NAME, SpaceReserve, free_bytes
+from tests.fixtures.smallfs import fill, small_tmpfs
 
 MiB = 1024 * 1024
 
 
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
-    target = tmp_path / "fs"
-    target.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={4 * MiB}", "tmpfs", str(target)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.fail(f"this test mounts a small tmpfs and needs root: {done.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "fs", 4 * MiB) as target:
         yield target
-    finally:
-        subprocess.run(["umount", "-l", str(target)], check=False)
 
 
 def test_the_owner_allocates_the_reserve_and_a_release_hands_it_back(small_fs: Path) -> None:
@@ -73,27 +61,13 @@ def test_release_if_full_leaves_a_reserve_alone_while_there_is_room(small_fs: Pa
     assert reserve.release_if_full() == MiB
 
 
-def _fill(directory: Path) -> None:
-    """Take every free byte of ``directory``'s file system, the last pages too."""
-    fd = os.open(directory / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        for size in (65536, 4096, 512, 1):
-            while True:
-                try:
-                    os.write(fd, b"\0" * size)
-                except OSError:
-                    break
-    finally:
-        os.close(fd)
-
-
 def test_an_audit_line_on_a_full_disk_gets_through_on_the_reserve(small_fs: Path) -> None:
     from blobstore.audit import AuditLog
     from blobstore.errors import StorageFull
 
     reserve = SpaceReserve(small_fs / RESERVE_FILE_NAME, MiB, owner=True)
     assert reserve.ensure()
-    _fill(small_fs)
+    fill(small_fs / "filler")
     line = {"actor": "local", "namespace": "default", "action": "delete", "result": "ok"}
     with pytest.raises(StorageFull):
         AuditLog(small_fs / "audit.jsonl").record(**line)
