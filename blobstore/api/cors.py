@@ -54,6 +54,8 @@ ALLOWED_REQUEST_HEADERS: Final = (
     "Mcp-Session-Id",
     "Mcp-Protocol-Version",
     "Last-Event-ID",
+    # A page may name its requests for the logs.
+    "X-Request-Id",
 )
 """Listed one by one: the ``*`` wildcard never covers ``Authorization`` (Fetch standard)."""
 
@@ -90,6 +92,8 @@ EXPOSED_RESPONSE_HEADERS: Final = (
     "Allow",
     "Mcp-Session-Id",
     "Mcp-Protocol-Version",
+    # The id that finds a request in the server's logs (also in every error body).
+    "X-Request-Id",
 )
 """Everything a page reads beyond the CORS-safelisted response headers (Content-Type, Last-Modified, …)."""
 
