@@ -143,7 +143,7 @@ async def test_more_chunks_than_allowed_per_upload_are_refused(http: httpx.Async
     declared = await http.post(
         "/v1/uploads", json={"name": "n", "size": 6 * 1024, "chunk_size": 1024}, headers=me.headers
     )
-    problem(declared, 400, "invalid_request")
+    problem(declared, 413, "limit_exceeded")
     begun = await http.post("/v1/uploads", json={"name": "n", "chunk_size": 1024}, headers=me.headers)
     upload_id = begun.json()["upload_id"]
     sixth = await http.put(f"/v1/uploads/{upload_id}/chunks/5", content=b"x" * 16, headers=me.headers)
