@@ -27,6 +27,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import BLOBSTORE, Server, free_port, start_server, stop_server
+from tests.fixtures.peers import peer_missing
 
 JS_DIR = Path(__file__).parent / "js"
 NODE = shutil.which("node")
@@ -42,9 +43,7 @@ DRIVER_DEADLINE_SECONDS = 180.0  # a watchdog against a hung browser, not a meas
 
 
 def needs(what: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{what} is needed for the browser test")  # CI must not silently shrink the run
-    pytest.skip(f"{what} is needed for the browser test")
+    peer_missing(f"{what} is needed for the browser test")
 
 
 @pytest.fixture(scope="session")
