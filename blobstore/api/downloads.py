@@ -1,6 +1,6 @@
 """Building download responses from a :class:`~blobstore.api.conditional.DownloadPlan`.
 
-Partial and windowed reads stream through ``ArtifactService.stream``, so every storage chunk they touch is
+Partial and windowed reads stream through ``ArtifactService.stream``, so every block they touch is
 checked against its XXH3-128 before its bytes go out. A full 200 of a blob on local disk is handed to
 Starlette's ``FileResponse``, which uses the ASGI ``http.response.pathsend`` extension (the server sends the
 file itself, zero-copy) when the server offers it; the strong ETag lets a client verify the whole body by its

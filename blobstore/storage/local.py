@@ -44,14 +44,14 @@ from blobstore.errors import (
     from_os_error,
 )
 from blobstore.storage.base import (
-    DEFAULT_STORAGE_CHUNK_SIZE,
+    DEFAULT_BLOCK_SIZE,
     BlobInfo,
     ChunkReceipt,
     ProgressCallback,
     StagingEntry,
     StoredObject,
 )
-from blobstore.storage.integrity import chunk_length, read_verified
+from blobstore.storage.integrity import block_length, read_verified
 from blobstore.storage.keys import (
     BLOB_DIR,
     generation_key,
@@ -159,15 +159,15 @@ class LocalBlobStore:
         self,
         root: Path,
         *,
-        storage_chunk_size: int = DEFAULT_STORAGE_CHUNK_SIZE,
+        block_size: int = DEFAULT_BLOCK_SIZE,
         io_threads: int = 8,
     ) -> None:
         if not root.is_absolute():
             raise InvalidRequest("local storage root must be an absolute path")
-        if storage_chunk_size <= 0 or io_threads <= 0:
-            raise InvalidRequest("storage chunk size and io threads must be positive")
+        if block_size <= 0 or io_threads <= 0:
+            raise InvalidRequest("block size and io threads must be positive")
         self.root = root
-        self.storage_chunk_size = storage_chunk_size
+        self.block_size = block_size
         self._limiter = anyio.CapacityLimiter(io_threads)
         self._tmp = root / TEMP_DIR
         self._staging = root / STAGING_DIR
@@ -212,9 +212,7 @@ class LocalBlobStore:
         max_size: int | None = None,
     ) -> BlobInfo:
         claimed = normalize_sha256(expected_sha256) if expected_sha256 is not None else None
-        writer = HashingWriter(
-            chunk_size=self.storage_chunk_size, max_size=max_size, expected_size=expected_size
-        )
+        writer = HashingWriter(block_size=self.block_size, max_size=max_size, expected_size=expected_size)
         temp = await self._run(_TempFile, self._tmp)
         try:
             await self._stream_into(temp, data, writer)
@@ -222,7 +220,7 @@ class LocalBlobStore:
             key = await self._run(self._publish_blob, temp, digest.sha256)
         finally:
             await self._discard(temp)
-        return BlobInfo(key, digest.size, digest.sha256, digest.chunk_size, digest.chunk_xxh3)
+        return BlobInfo(key, digest.size, digest.sha256, digest.block_size, digest.block_xxh3)
 
     async def _stream_into(
         self, temp: _TempFile, data: AsyncIterable[bytes], writer: HashingWriter | ChunkHasher
@@ -271,7 +269,7 @@ class LocalBlobStore:
             fd = await self._run(self._open_for_read, path)
             try:
                 for index in range(first, last + 1):
-                    yield await self._run(_pread_full, fd, chunk_length(blob, index), index * blob.chunk_size)
+                    yield await self._run(_pread_full, fd, block_length(blob, index), index * blob.block_size)
             finally:
                 os.close(fd)
 
@@ -460,7 +458,7 @@ class LocalBlobStore:
         claimed = normalize_sha256(expected_sha256) if expected_sha256 is not None else None
         await self._require_area(area)
         check_commit_chunks(chunks, expected_size)
-        writer = HashingWriter(chunk_size=self.storage_chunk_size, expected_size=expected_size)
+        writer = HashingWriter(block_size=self.block_size, expected_size=expected_size)
         temp = await self._run(_TempFile, self._tmp)
         try:
             for receipt in chunks:
@@ -471,7 +469,7 @@ class LocalBlobStore:
             key = await self._run(self._publish_blob, temp, digest.sha256)
         finally:
             await self._discard(temp)
-        return BlobInfo(key, digest.size, digest.sha256, digest.chunk_size, digest.chunk_xxh3)
+        return BlobInfo(key, digest.size, digest.sha256, digest.block_size, digest.block_xxh3)
 
     @staticmethod
     def _append_chunk(temp: _TempFile, path: Path, receipt: ChunkReceipt, writer: HashingWriter) -> None:

@@ -1,7 +1,7 @@
 """In-memory backend: the same semantics as the disk and S3 backends, for tests and demos.
 
 Writes are hashed and verified before they become visible, staging keeps receipts and refuses conflicting
-resends, and reads check every storage chunk, so code tested against it behaves the same on real storage.
+resends, and reads check every block, so code tested against it behaves the same on real storage.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from blobstore.digests import ChunkHasher, HashingWriter, normalize_sha256, normalize_xxh3
 from blobstore.errors import ChunkConflict, Corruption, InvalidRequest, NotFound, UploadIncomplete
 from blobstore.storage.base import (
-    DEFAULT_STORAGE_CHUNK_SIZE,
+    DEFAULT_BLOCK_SIZE,
     BlobInfo,
     ChunkReceipt,
     ProgressCallback,
@@ -50,10 +50,10 @@ class _Staging:
 class MemoryBlobStore:
     kind = "memory"
 
-    def __init__(self, *, storage_chunk_size: int = DEFAULT_STORAGE_CHUNK_SIZE) -> None:
-        if storage_chunk_size <= 0:
-            raise InvalidRequest("storage chunk size must be positive")
-        self.storage_chunk_size = storage_chunk_size
+    def __init__(self, *, block_size: int = DEFAULT_BLOCK_SIZE) -> None:
+        if block_size <= 0:
+            raise InvalidRequest("block size must be positive")
+        self.block_size = block_size
         self._objects: dict[str, _Object] = {}
         self._staging: dict[str, _Staging] = {}
 
@@ -66,9 +66,7 @@ class MemoryBlobStore:
         max_size: int | None = None,
     ) -> BlobInfo:
         claimed = normalize_sha256(expected_sha256) if expected_sha256 is not None else None
-        writer = HashingWriter(
-            chunk_size=self.storage_chunk_size, max_size=max_size, expected_size=expected_size
-        )
+        writer = HashingWriter(block_size=self.block_size, max_size=max_size, expected_size=expected_size)
         buffer = bytearray()
         async for piece in data:
             writer.update(piece)
@@ -79,20 +77,20 @@ class MemoryBlobStore:
         digest = writer.finish(expected_sha256=claimed)
         key = generation_key(digest.sha256)
         self._objects[key] = _Object(buffer, _now())
-        return BlobInfo(key, digest.size, digest.sha256, digest.chunk_size, digest.chunk_xxh3)
+        return BlobInfo(key, digest.size, digest.sha256, digest.block_size, digest.block_xxh3)
 
     def read(self, blob: BlobInfo, offset: int = 0, length: int | None = None) -> AsyncIterator[bytes]:
         validate_key(blob.key)
 
-        async def chunks(first: int, last: int) -> AsyncIterator[bytes]:
+        async def blocks(first: int, last: int) -> AsyncIterator[bytes]:
             stored = self._objects.get(blob.key)
             if stored is None:
                 raise NotFound()
-            size = blob.chunk_size
+            size = blob.block_size
             for index in range(first, last + 1):
                 yield bytes(stored.data[index * size : (index + 1) * size])
 
-        return read_verified(blob, offset, length, chunks)
+        return read_verified(blob, offset, length, blocks)
 
     async def delete(self, key: str) -> None:
         self._objects.pop(validate_key(key), None)
@@ -177,7 +175,7 @@ class MemoryBlobStore:
         area = self._area(staging_ref)
         check_commit_chunks(chunks, expected_size)
         claimed = normalize_sha256(expected_sha256) if expected_sha256 is not None else None
-        writer = HashingWriter(chunk_size=self.storage_chunk_size, expected_size=expected_size)
+        writer = HashingWriter(block_size=self.block_size, expected_size=expected_size)
         buffer = bytearray()
         for receipt in chunks:
             staged = area.chunks.get(receipt.index)

@@ -58,14 +58,14 @@ from blobstore.errors import (
     from_os_error,
 )
 from blobstore.storage.base import (
-    DEFAULT_STORAGE_CHUNK_SIZE,
+    DEFAULT_BLOCK_SIZE,
     BlobInfo,
     ChunkReceipt,
     ProgressCallback,
     StagingEntry,
     StoredObject,
 )
-from blobstore.storage.integrity import chunk_length, read_verified
+from blobstore.storage.integrity import block_length, read_verified
 from blobstore.storage.keys import (
     BLOB_DIR,
     generation_key,
@@ -167,7 +167,7 @@ class S3BlobStore:
         *,
         endpoint_url: str | None = None,
         region: str | None = None,
-        storage_chunk_size: int = DEFAULT_STORAGE_CHUNK_SIZE,
+        block_size: int = DEFAULT_BLOCK_SIZE,
         io_threads: int = 8,
         part_size: int = DEFAULT_PART_SIZE,
         conditional_writes: bool = True,
@@ -177,11 +177,11 @@ class S3BlobStore:
             raise InvalidRequest("malformed S3 bucket name")
         if part_size < MIN_PART_SIZE:
             raise InvalidRequest("S3 part size must be at least 5 MiB")
-        if storage_chunk_size <= 0 or io_threads <= 0:
-            raise InvalidRequest("storage chunk size and io threads must be positive")
+        if block_size <= 0 or io_threads <= 0:
+            raise InvalidRequest("block size and io threads must be positive")
         self.bucket = bucket
         self.prefix = _normalize_prefix(prefix)
-        self.storage_chunk_size = storage_chunk_size
+        self.block_size = block_size
         self.part_size = part_size
         self._conditional = conditional_writes
         self._part_copy = True
@@ -275,9 +275,7 @@ class S3BlobStore:
         max_size: int | None = None,
     ) -> BlobInfo:
         claimed = normalize_sha256(expected_sha256) if expected_sha256 is not None else None
-        writer = HashingWriter(
-            chunk_size=self.storage_chunk_size, max_size=max_size, expected_size=expected_size
-        )
+        writer = HashingWriter(block_size=self.block_size, max_size=max_size, expected_size=expected_size)
         key = generation_key(claimed)
         upload = _Multipart(self, self._object_key(key))
         pending = bytearray()
@@ -300,7 +298,7 @@ class S3BlobStore:
             with anyio.CancelScope(shield=True):
                 await upload.abort()
             raise
-        return BlobInfo(key, digest.size, digest.sha256, digest.chunk_size, digest.chunk_xxh3)
+        return BlobInfo(key, digest.size, digest.sha256, digest.block_size, digest.block_xxh3)
 
     async def _publish_small(self, key: str, body: bytes) -> None:
         if not await self._put_new(self._object_key(key), body, ContentType="application/octet-stream"):
@@ -312,9 +310,9 @@ class S3BlobStore:
     def read(self, blob: BlobInfo, offset: int = 0, length: int | None = None) -> AsyncIterator[bytes]:
         object_key = self._object_key(validate_key(blob.key))
 
-        async def chunks(first: int, last: int) -> AsyncIterator[bytes]:
-            start = first * blob.chunk_size
-            end = start + sum(chunk_length(blob, i) for i in range(first, last + 1)) - 1
+        async def blocks(first: int, last: int) -> AsyncIterator[bytes]:
+            start = first * blob.block_size
+            end = start + sum(block_length(blob, i) for i in range(first, last + 1)) - 1
             try:
                 response = await self._raw("get_object", Key=object_key, Range=f"bytes={start}-{end}")
             except ClientError as exc:
@@ -324,11 +322,11 @@ class S3BlobStore:
             body = response["Body"]
             try:
                 for index in range(first, last + 1):
-                    yield await self._run(_read_exact, body, chunk_length(blob, index))
+                    yield await self._run(_read_exact, body, block_length(blob, index))
             finally:
                 body.close()
 
-        return read_verified(blob, offset, length, chunks)
+        return read_verified(blob, offset, length, blocks)
 
     async def delete(self, key: str) -> None:
         await self._call("delete_object", Key=self._object_key(validate_key(key)))
@@ -622,7 +620,7 @@ class S3BlobStore:
         prefix = self._staging_prefix(staging_ref)
         claimed = normalize_sha256(expected_sha256) if expected_sha256 is not None else None
         total = check_commit_chunks(chunks, expected_size)
-        writer = HashingWriter(chunk_size=self.storage_chunk_size, expected_size=expected_size)
+        writer = HashingWriter(block_size=self.block_size, expected_size=expected_size)
         key = generation_key(claimed)
         if total <= self.part_size:
             pending = bytearray()
@@ -635,7 +633,7 @@ class S3BlobStore:
             await self._publish_small(key, bytes(pending))
         else:
             digest = await self._commit_multipart(prefix, chunks, key, writer, claimed, progress)
-        return BlobInfo(key, digest.size, digest.sha256, digest.chunk_size, digest.chunk_xxh3)
+        return BlobInfo(key, digest.size, digest.sha256, digest.block_size, digest.block_xxh3)
 
     def _staged(self, prefix: str, receipt: ChunkReceipt, writer: HashingWriter) -> _StagedChunk:
         return _StagedChunk(self, prefix, receipt, writer)

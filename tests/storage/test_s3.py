@@ -38,7 +38,7 @@ async def s3_store(s3_location: S3Location, s3_endpoint_url: str) -> AsyncIterat
         s3_location.prefix,
         endpoint_url=s3_endpoint_url,
         part_size=MIN_PART_SIZE,
-        storage_chunk_size=MiB,
+        block_size=MiB,
         io_threads=4,
     )
     yield store
