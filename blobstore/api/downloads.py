@@ -19,7 +19,8 @@ from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from blobstore.api.conditional import DownloadPlan, Outcome, Representation
-from blobstore.api.headers import content_disposition, http_date
+from blobstore.api.headers import http_date
+from blobstore.disposition import content_disposition
 from blobstore.errors import Corruption, NotFound
 from blobstore.models import Artifact
 from blobstore.ranges import ByteRange, Window, strong_etag

@@ -33,7 +33,6 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, TypeVar
-from urllib.parse import quote
 
 import anyio
 import anyio.to_thread
@@ -45,6 +44,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from blobstore.digests import ChunkHasher, HashingWriter, StreamDigest
+from blobstore.disposition import content_disposition
 from blobstore.errors import (
     BlobstoreError,
     ChunkConflict,
@@ -146,12 +146,6 @@ class S3Capabilities:
     """``If-None-Match: *`` refuses to replace an existing object."""
     upload_part_copy: bool
     abort_multipart_upload: bool
-
-
-def content_disposition(filename: str) -> str:
-    """``attachment`` with an ASCII fallback and the RFC 6266 / RFC 8187 UTF-8 form of the name."""
-    fallback = "".join(c if 0x20 <= ord(c) < 0x7F and c not in '"\\' else "_" for c in filename) or "download"
-    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
 
 
 class S3BlobStore(StagedWrites):
