@@ -89,7 +89,7 @@ async def test_any_range_reads_exactly_the_slice(
     assert await read_all(store, blob, offset, length) == expected
 
 
-async def test_range_reads_are_split_at_storage_chunks(store: BlobStore) -> None:
+async def test_range_reads_are_split_at_blocks(store: BlobStore) -> None:
     data = payload(2 * BLOCK + 10)
     blob = await store.put(chunks_of(data))
     parts = [part async for part in store.read(blob, 5, 2 * BLOCK)]
@@ -148,7 +148,7 @@ async def test_concurrent_puts_of_identical_content_give_two_readable_generation
     assert await read_all(store, second) == data
 
 
-async def test_flipped_byte_fails_only_the_chunk_it_is_in(store: BlobStore, flip_byte: FlipByte) -> None:
+async def test_flipped_byte_fails_only_the_block_it_is_in(store: BlobStore, flip_byte: FlipByte) -> None:
     data = payload(3 * BLOCK)
     blob = await store.put(chunks_of(data))
     await flip_byte(store, blob.key, BLOCK + 17)
@@ -161,7 +161,7 @@ async def test_flipped_byte_fails_only_the_chunk_it_is_in(store: BlobStore, flip
     assert await read_all(store, blob, 2 * BLOCK + 5, 100) == data[2 * BLOCK + 5 :][:100]
 
 
-async def test_corrupt_chunk_yields_none_of_its_bytes(store: BlobStore, flip_byte: FlipByte) -> None:
+async def test_corrupt_block_yields_none_of_its_bytes(store: BlobStore, flip_byte: FlipByte) -> None:
     data = payload(2 * BLOCK)
     blob = await store.put(chunks_of(data))
     await flip_byte(store, blob.key, 2 * BLOCK - 1)
