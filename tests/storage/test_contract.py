@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -122,6 +123,22 @@ async def test_wrong_expected_digest_is_refused_and_nothing_stored(store: BlobSt
 async def test_stream_past_max_size_is_refused_and_nothing_stored(store: BlobStore) -> None:
     with pytest.raises(TooLarge):
         await store.put(chunks_of(payload(2 * BLOCK)), max_size=BLOCK)
+    assert await keys_of(store) == set()
+
+
+class SourceBroke(Exception):
+    """The writer's own stream failing midway, as a dropped client connection does."""
+
+
+async def breaking_after(data: bytes) -> AsyncIterator[bytes]:
+    async for piece in chunks_of(data):
+        yield piece
+    raise SourceBroke()
+
+
+async def test_a_put_whose_source_breaks_fails_with_that_error_and_stores_nothing(store: BlobStore) -> None:
+    with pytest.raises(SourceBroke):
+        await store.put(breaking_after(payload(3 * BLOCK)))
     assert await keys_of(store) == set()
 
 
@@ -293,6 +310,16 @@ async def test_chunk_longer_than_max_length_is_refused(store: BlobStore) -> None
         await stage(store, ref, 0, payload(UPLOAD_CHUNK + 1), max_length=UPLOAD_CHUNK)
     receipt = await stage(store, ref, 0, payload(UPLOAD_CHUNK - 7, seed=9), max_length=UPLOAD_CHUNK)
     assert receipt.size == UPLOAD_CHUNK - 7
+
+
+async def test_a_chunk_whose_source_breaks_fails_with_that_error_and_is_not_kept(store: BlobStore) -> None:
+    ref = await store.stage_begin("u_broken", chunk_size=UPLOAD_CHUNK)
+    with pytest.raises(SourceBroke):
+        await store.stage_put(ref, 0, breaking_after(payload(UPLOAD_CHUNK, seed=6)))
+    # Not kept: other bytes for the same index are accepted without a conflict.
+    other = payload(UPLOAD_CHUNK, seed=7)
+    receipt = await stage(store, ref, 0, other)
+    assert receipt.sha256 == sha(other)
 
 
 @pytest.mark.parametrize("algorithm", ["sha256", "xxh3"])
