@@ -1,7 +1,7 @@
 """SHA-256 and XXH3-128 helpers, and a writer that hashes a stream while it passes through.
 
-SHA-256 identifies content; XXH3-128 guards each fixed-size storage chunk so that a range read can verify only
-the chunks it touches. XXH3 is never used as an address: it is not collision-resistant.
+SHA-256 identifies content; XXH3-128 guards each fixed-size block so that a range read can verify only
+the blocks it touches. XXH3 is never used as an address: it is not collision-resistant.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from blobstore.errors import (
     TooLarge,
 )
 
-DEFAULT_CHUNK_SIZE = 1024 * 1024
+DEFAULT_BLOCK_SIZE = 1024 * 1024
+"""Bytes covered by one XXH3-128 integrity checksum (a *block*; upload chunks are a separate unit)."""
 SHA256_PREFIX = "sha256:"
 
 _HEX_LENGTHS = {"sha256": 64, "xxh3": 32}
@@ -77,12 +78,12 @@ class StreamDigest:
 
     size: int
     sha256: str
-    chunk_size: int
-    chunk_xxh3: tuple[str, ...]
+    block_size: int
+    block_xxh3: tuple[str, ...]
 
 
 class HashingWriter:
-    """SHA-256 of the whole stream plus XXH3-128 of every ``chunk_size`` slice, fed incrementally.
+    """SHA-256 of the whole stream plus XXH3-128 of every ``block_size`` slice, fed incrementally.
 
     ``update`` refuses bytes past ``max_size`` (``TooLarge``) or past ``expected_size`` (``SizeMismatch``) so
     that an oversized stream is stopped early; ``finish`` checks the final size and digest claims.
@@ -91,20 +92,20 @@ class HashingWriter:
     def __init__(
         self,
         *,
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        block_size: int = DEFAULT_BLOCK_SIZE,
         max_size: int | None = None,
         expected_size: int | None = None,
     ) -> None:
-        if chunk_size <= 0:
-            raise ValueError("chunk_size must be positive")
-        self.chunk_size = chunk_size
+        if block_size <= 0:
+            raise ValueError("block_size must be positive")
+        self.block_size = block_size
         self.max_size = max_size
         self.expected_size = expected_size
         self.size = 0
         self._sha = hashlib.sha256()
-        self._chunk = xxhash.xxh3_128()
-        self._chunk_fill = 0
-        self._chunks: list[str] = []
+        self._block = xxhash.xxh3_128()
+        self._block_fill = 0
+        self._blocks: list[str] = []
 
     def check_size(self, size: int) -> None:
         """Refuse a stream that has grown to ``size`` bytes, before they are hashed or stored."""
@@ -116,14 +117,14 @@ class HashingWriter:
         self._sha.update(view)
         self.size += len(view)
         while view:
-            take = min(len(view), self.chunk_size - self._chunk_fill)
-            self._chunk.update(view[:take])
-            self._chunk_fill += take
+            take = min(len(view), self.block_size - self._block_fill)
+            self._block.update(view[:take])
+            self._block_fill += take
             view = view[take:]
-            if self._chunk_fill == self.chunk_size:
-                self._chunks.append(self._chunk.hexdigest())
-                self._chunk.reset()
-                self._chunk_fill = 0
+            if self._block_fill == self.block_size:
+                self._blocks.append(self._block.hexdigest())
+                self._block.reset()
+                self._block_fill = 0
 
     def finish(self, *, expected_size: int | None = None, expected_sha256: str | None = None) -> StreamDigest:
         """Close the stream: check the declared size and digest, return the digests."""
@@ -133,10 +134,10 @@ class HashingWriter:
         digest = self._sha.hexdigest()
         if expected_sha256 is not None and digest != normalize_sha256(expected_sha256):
             raise DigestMismatch()
-        chunks = list(self._chunks)
-        if self._chunk_fill:
-            chunks.append(self._chunk.hexdigest())
-        return StreamDigest(self.size, digest, self.chunk_size, tuple(chunks))
+        blocks = list(self._blocks)
+        if self._block_fill:
+            blocks.append(self._block.hexdigest())
+        return StreamDigest(self.size, digest, self.block_size, tuple(blocks))
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from blobstore.errors import StorageFull
 logger = logging.getLogger("blobstore.diskspace")
 
 MIN_FREE_BYTES = 1024 * 1024
-"""Below this much free space a file system counts as full: not even one storage chunk fits."""
+"""Below this much free space a file system counts as full: not even one block fits."""
 
 RESERVE_FILE_NAME = "disk.reserve"
 _ALLOCATE_STEP = 256 * 1024

@@ -66,7 +66,7 @@ def blob_store_for(settings: Settings) -> BlobStore:
         settings.resolved_storage_url,
         s3_endpoint_url=settings.s3_endpoint_url,
         s3_region=settings.s3_region,
-        storage_chunk_size=settings.storage_chunk_size,
+        block_size=settings.storage_chunk_size,
         io_threads=settings.io_threads,
         data_dir=settings.data_dir,
     )

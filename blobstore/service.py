@@ -226,7 +226,7 @@ class ArtifactService:
         return artifact, record.info
 
     def stream(self, blob: BlobInfo, start: int = 0, end: int | None = None) -> AsyncIterator[bytes]:
-        """Bytes ``[start, end)`` of a blob, each storage chunk verified before it is yielded."""
+        """Bytes ``[start, end)`` of a blob, each block verified before it is yielded."""
         stop = blob.size if end is None else end
         return self.blobs.read(blob, start, stop - start)
 

@@ -1,6 +1,6 @@
 """Scrub: re-read stored blobs, re-hash them and report missing, corrupt and orphaned ones.
 
-Every read goes through the backend's verified read path (XXH3-128 per storage chunk) and the whole object
+Every read goes through the backend's verified read path (XXH3-128 per block) and the whole object
 is re-hashed with SHA-256 against its row, so both a flipped bit and a swapped object are caught. ``sample``
 checks a random fraction of the blobs, for routine runs over large stores. Orphans (objects no row names) are
 listed in full: listing is cheap next to hashing.

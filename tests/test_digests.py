@@ -78,14 +78,14 @@ def test_is_hex_digest() -> None:
 def test_writer_digests_do_not_depend_on_how_the_stream_is_split(
     data: bytes, splits: list[int], chunk: int
 ) -> None:
-    writer = HashingWriter(chunk_size=chunk)
+    writer = HashingWriter(block_size=chunk)
     cuts = sorted({0, len(data), *(min(s, len(data)) for s in splits)})
     for start, end in itertools.pairwise(cuts):
         writer.update(data[start:end])
     digest = writer.finish()
     assert digest.size == len(data)
     assert digest.sha256 == hashlib.sha256(data).hexdigest()
-    assert digest.chunk_xxh3 == tuple(xxh3_hex(data[i : i + chunk]) for i in range(0, len(data), chunk))
+    assert digest.block_xxh3 == tuple(xxh3_hex(data[i : i + chunk]) for i in range(0, len(data), chunk))
 
 
 def test_writer_refuses_bytes_past_max_size_before_hashing_them() -> None:
@@ -127,9 +127,9 @@ def test_writer_checks_the_claimed_digest() -> None:
     assert right.finish(expected_sha256=f"sha256:{sha256_hex(b'abc')}").sha256 == sha256_hex(b"abc")
 
 
-def test_writer_refuses_a_zero_chunk_size() -> None:
-    with pytest.raises(ValueError, match="chunk_size"):
-        HashingWriter(chunk_size=0)
+def test_writer_refuses_a_zero_block_size() -> None:
+    with pytest.raises(ValueError, match="block_size"):
+        HashingWriter(block_size=0)
 
 
 def test_chunk_hasher_checks_length_and_checksums() -> None:

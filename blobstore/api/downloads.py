@@ -1,6 +1,6 @@
 """Building download responses from a :class:`~blobstore.api.conditional.DownloadPlan`.
 
-Partial and windowed reads stream through ``ArtifactService.stream``, so every storage chunk they touch is
+Partial and windowed reads stream through ``ArtifactService.stream``, so every block they touch is
 checked against its XXH3-128 before its bytes go out. A full 200 of a blob on local disk is handed to
 Starlette's ``FileResponse``, which uses the ASGI ``http.response.pathsend`` extension (the server sends the
 file itself, zero-copy) when the server offers it; the strong ETag lets a client verify the whole body by its
@@ -19,7 +19,8 @@ from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from blobstore.api.conditional import DownloadPlan, Outcome, Representation
-from blobstore.api.headers import content_disposition, http_date
+from blobstore.api.headers import http_date
+from blobstore.disposition import content_disposition
 from blobstore.errors import Corruption, NotFound
 from blobstore.models import Artifact
 from blobstore.ranges import ByteRange, Window, strong_etag

@@ -3,8 +3,9 @@
 - ``Content-Digest`` (RFC 9530) carrying a ``sha-256`` digest of a chunk or a raw upload body.
 - ``X-Chunk-XXH3``: the XXH3-128 of a chunk as 32 hex digits, a cheaper alternative to SHA-256 that this
   service defines (documented in ``docs/http-api.md``).
-- ``Content-Disposition`` (RFC 6266) with an ASCII fallback and a UTF-8 ``filename*``.
 - HTTP dates for ``Last-Modified`` / ``If-Modified-Since``.
+
+``Content-Disposition`` is built in :mod:`blobstore.disposition`, shared with presigned S3 downloads.
 """
 
 from __future__ import annotations
@@ -13,10 +14,8 @@ import base64
 import binascii
 import email.utils
 import re
-import unicodedata
 from datetime import UTC, datetime
 from typing import Final
-from urllib.parse import quote
 
 from blobstore.digests import normalize_xxh3
 from blobstore.errors import InvalidRequest
@@ -72,39 +71,6 @@ def parse_xxh3_header(value: str) -> str:
         return normalize_xxh3(value)
     except InvalidRequest:
         raise InvalidRequest("X-Chunk-XXH3 must be 32 hex digits (XXH3-128)") from None
-
-
-# RFC 8187 §3.2.1 attr-char, the characters that may stay unencoded in ``filename*``.
-_ATTR_CHAR_SAFE: Final = "!#$&+-.^_`|~"
-
-
-def _ascii_fallback(name: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", name)
-    chars = []
-    for ch in decomposed:
-        if unicodedata.combining(ch):
-            continue
-        code = ord(ch)
-        if code < 0x20 or code == 0x7F or code > 0x7E or ch in "/\\":
-            chars.append("_")
-        else:
-            chars.append(ch)
-    text = "".join(chars).strip() or "download"
-    # RFC 6266 §4.1: filename is a quoted-string, so backslash and quote are escaped.
-    return text.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def content_disposition(name: str, disposition: str = "attachment") -> str:
-    """RFC 6266 ``Content-Disposition`` with both ``filename`` (ASCII) and ``filename*`` (UTF-8).
-
-    RFC 6266 §4.3: "when both "filename" and "filename*" are present in a single header field value,
-    recipients SHOULD pick "filename*" and ignore "filename"" — so old clients get a readable fallback and new
-    ones the exact name.
-    """
-    fallback = _ascii_fallback(name)
-    clean = "".join(ch for ch in name if ord(ch) >= 0x20 and ord(ch) != 0x7F) or "download"
-    encoded = quote(clean, safe=_ATTR_CHAR_SAFE)
-    return f"{disposition}; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
 
 
 def http_date(moment: datetime) -> str:

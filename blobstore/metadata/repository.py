@@ -307,8 +307,9 @@ class MetadataRepository:
                             sha256=blob.sha256,
                             storage_key=blob.key,
                             size=blob.size,
-                            chunk_size=blob.chunk_size,
-                            chunk_xxh3=",".join(blob.chunk_xxh3),
+                            # The columns keep their first names: they hold the integrity blocks.
+                            chunk_size=blob.block_size,
+                            chunk_xxh3=",".join(blob.block_xxh3),
                             state=_LIVE,
                             created_at=artifact.created_at,
                         )
@@ -1152,15 +1153,16 @@ def _scopes_text(scopes: frozenset[Scope]) -> str:
 
 
 def _blob_record(row: Mapping[Any, Any]) -> BlobRecord:
-    chunk_text: str = row["chunk_xxh3"]
+    # Columns chunk_size / chunk_xxh3 hold the integrity blocks (named before the upload chunk had its own).
+    block_text: str = row["chunk_xxh3"]
     return BlobRecord(
         id=int(row["id"]),
         info=BlobInfo(
             key=row["storage_key"],
             size=int(row["size"]),
             sha256=row["sha256"],
-            chunk_size=int(row["chunk_size"]),
-            chunk_xxh3=tuple(chunk_text.split(",")) if chunk_text else (),
+            block_size=int(row["chunk_size"]),
+            block_xxh3=tuple(block_text.split(",")) if block_text else (),
         ),
         state=row["state"],
         created_at=row["created_at"],

@@ -12,7 +12,7 @@ from urllib.parse import unquote, urlsplit
 
 from blobstore.errors import InvalidRequest
 from blobstore.storage.base import (
-    DEFAULT_STORAGE_CHUNK_SIZE,
+    DEFAULT_BLOCK_SIZE,
     BlobInfo,
     BlobStore,
     ChunkReceipt,
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from blobstore.storage.s3 import S3BlobStore
 
 __all__ = [
-    "DEFAULT_STORAGE_CHUNK_SIZE",
+    "DEFAULT_BLOCK_SIZE",
     "BlobInfo",
     "BlobStore",
     "ChunkReceipt",
@@ -58,7 +58,7 @@ def open_blob_store(
     *,
     s3_endpoint_url: str | None = None,
     s3_region: str | None = None,
-    storage_chunk_size: int = DEFAULT_STORAGE_CHUNK_SIZE,
+    block_size: int = DEFAULT_BLOCK_SIZE,
     io_threads: int = 8,
     data_dir: Path | None = None,
 ) -> BlobStore:
@@ -70,11 +70,11 @@ def open_blob_store(
     parts = urlsplit(storage_url)
     scheme = parts.scheme.lower()
     if scheme == "memory":
-        return MemoryBlobStore(storage_chunk_size=storage_chunk_size)
+        return MemoryBlobStore(block_size=block_size)
     if scheme == "file":
         return LocalBlobStore(
             _local_root(parts.netloc, unquote(parts.path), data_dir),
-            storage_chunk_size=storage_chunk_size,
+            block_size=block_size,
             io_threads=io_threads,
         )
     if scheme == "s3":
@@ -87,7 +87,7 @@ def open_blob_store(
             parts.path,
             endpoint_url=s3_endpoint_url,
             region=s3_region,
-            storage_chunk_size=storage_chunk_size,
+            block_size=block_size,
             io_threads=io_threads,
         )
     raise InvalidRequest("storage URL must start with memory://, file:// or s3://")

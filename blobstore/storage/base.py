@@ -2,7 +2,7 @@
 
 A :class:`BlobStore` keeps immutable objects under *generation keys*: a fan-out prefix plus a random
 suffix, so a delayed delete of one generation can never remove a newer copy of the same content. Every
-write is hashed while it streams (SHA-256 of the object, XXH3-128 of each fixed storage chunk), checked
+write is hashed while it streams (SHA-256 of the object, XXH3-128 of each fixed block), checked
 against the caller's claims and published atomically; nothing is visible under a generation key until it
 is complete and verified.
 
@@ -22,8 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-DEFAULT_STORAGE_CHUNK_SIZE = 1024 * 1024
-"""Bytes covered by one XXH3-128 integrity checksum."""
+from blobstore.digests import DEFAULT_BLOCK_SIZE as DEFAULT_BLOCK_SIZE
 
 ProgressCallback = Callable[[int], Awaitable[None]]
 """Called with the number of bytes processed so far during long operations (commit hashing)."""
@@ -37,9 +36,10 @@ class BlobInfo:
     size: int
     sha256: str
     """Lower-case hex SHA-256 of the whole object (no ``sha256:`` prefix)."""
-    chunk_size: int
-    chunk_xxh3: tuple[str, ...]
-    """Lower-case hex XXH3-128 of each ``chunk_size`` slice; the last may cover fewer bytes."""
+    block_size: int
+    """Bytes per integrity block (independent of the upload chunk size)."""
+    block_xxh3: tuple[str, ...]
+    """Lower-case hex XXH3-128 of each ``block_size`` slice; the last may cover fewer bytes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +76,8 @@ class BlobStore(Protocol):
     kind: str
     """``memory``, ``local`` or ``s3``."""
 
-    storage_chunk_size: int
+    block_size: int
+    """Bytes per integrity block of the blobs it writes."""
 
     async def put(
         self,
@@ -96,7 +97,7 @@ class BlobStore(Protocol):
     def read(self, blob: BlobInfo, offset: int = 0, length: int | None = None) -> AsyncIterator[bytes]:
         """Yield bytes ``[offset, offset+length)`` (to the end when ``length`` is None).
 
-        Every storage chunk the range touches is checked against ``blob.chunk_xxh3`` before any of its bytes
+        Every block the range touches is checked against ``blob.block_xxh3`` before any of its bytes
         are yielded; a mismatch raises ``Corruption``. A missing object raises ``NotFound``. The caller
         validates the range against ``blob.size``.
         """

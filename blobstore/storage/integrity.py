@@ -1,6 +1,6 @@
-"""Verified range reads: every storage chunk a range touches is checked before any of its bytes leave.
+"""Verified range reads: every block a range touches is checked before any of its bytes leave.
 
-Backends supply the raw chunks in order; this module aligns the range to storage chunks, compares each chunk's
+Backends supply the raw blocks in order; this module aligns the range to blocks, compares each block's
 XXH3-128 with the one recorded at write time and yields only the requested slice, so corruption becomes an
 error, never wrong bytes.
 """
@@ -14,11 +14,11 @@ from blobstore.errors import Corruption, InvalidRange
 from blobstore.storage.base import BlobInfo
 
 
-def chunk_span(offset: int, length: int | None, size: int, chunk_size: int) -> tuple[int, int, int, int]:
-    """The storage chunks that the byte range ``[offset, offset+length)`` touches.
+def block_span(offset: int, length: int | None, size: int, block_size: int) -> tuple[int, int, int, int]:
+    """The blocks that the byte range ``[offset, offset+length)`` touches.
 
-    Returns ``(start, end, first_chunk, last_chunk)`` with the range clamped to ``size``; ``first_chunk >
-    last_chunk`` when it is empty.
+    Returns ``(start, end, first_block, last_block)`` with the range clamped to ``size``; ``first_block >
+    last_block`` when it is empty.
     """
     if offset < 0 or (length is not None and length < 0):
         raise InvalidRange()
@@ -26,44 +26,44 @@ def chunk_span(offset: int, length: int | None, size: int, chunk_size: int) -> t
     end = size if length is None else min(size, offset + length)
     if end <= start:
         return start, start, 0, -1
-    return start, end, start // chunk_size, (end - 1) // chunk_size
+    return start, end, start // block_size, (end - 1) // block_size
 
 
-def chunk_length(blob: BlobInfo, index: int) -> int:
-    return min(blob.chunk_size, blob.size - index * blob.chunk_size)
+def block_length(blob: BlobInfo, index: int) -> int:
+    return min(blob.block_size, blob.size - index * blob.block_size)
 
 
-def check_chunk(blob: BlobInfo, index: int, data: bytes) -> None:
-    # Only the chunk index goes into the error: never bytes, never the key (it contains the digest).
-    if len(data) != chunk_length(blob, index) or xxh3_hex(data) != blob.chunk_xxh3[index]:
+def check_block(blob: BlobInfo, index: int, data: bytes) -> None:
+    # Only the block index goes into the error: never bytes, never the key (it contains the digest).
+    if len(data) != block_length(blob, index) or xxh3_hex(data) != blob.block_xxh3[index]:
         raise Corruption(chunk=index)
 
 
-ChunkSource = Callable[[int, int], AsyncIterator[bytes]]
-"""Given ``(first_chunk, last_chunk)``, yield each whole storage chunk's bytes in order."""
+BlockSource = Callable[[int, int], AsyncIterator[bytes]]
+"""Given ``(first_block, last_block)``, yield each whole block's bytes in order."""
 
 
 async def read_verified(
-    blob: BlobInfo, offset: int, length: int | None, source: ChunkSource
+    blob: BlobInfo, offset: int, length: int | None, source: BlockSource
 ) -> AsyncIterator[bytes]:
-    start, end, first, last = chunk_span(offset, length, blob.size, blob.chunk_size)
+    start, end, first, last = block_span(offset, length, blob.size, blob.block_size)
     if first > last:
         return
-    expected_chunks = -(-blob.size // blob.chunk_size)
-    if len(blob.chunk_xxh3) != expected_chunks:
+    expected_blocks = -(-blob.size // blob.block_size)
+    if len(blob.block_xxh3) != expected_blocks:
         raise Corruption()
     index = first
-    chunks = source(first, last)
+    blocks = source(first, last)
     try:
-        async for data in chunks:
+        async for data in blocks:
             if index > last:
                 break
-            check_chunk(blob, index, data)
-            base = index * blob.chunk_size
+            check_block(blob, index, data)
+            base = index * blob.block_size
             yield data[max(start - base, 0) : min(end - base, len(data))]
             index += 1
     finally:
-        aclose = getattr(chunks, "aclose", None)
+        aclose = getattr(blocks, "aclose", None)
         if aclose is not None:
             await aclose()
     if index <= last:

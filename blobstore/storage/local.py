@@ -18,7 +18,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,17 +26,11 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from blobstore.digests import (
-    ChunkHasher,
-    HashingWriter,
-    normalize_sha256,
-    normalize_xxh3,
-)
+from blobstore.digests import ChunkHasher, HashingWriter, StreamDigest
 from blobstore.diskspace import check_free
 from blobstore.errors import (
     ChunkConflict,
     Conflict,
-    Corruption,
     InvalidRequest,
     NotFound,
     StorageUnavailable,
@@ -44,25 +38,23 @@ from blobstore.errors import (
     from_os_error,
 )
 from blobstore.storage.base import (
-    DEFAULT_STORAGE_CHUNK_SIZE,
+    DEFAULT_BLOCK_SIZE,
     BlobInfo,
     ChunkReceipt,
-    ProgressCallback,
     StagingEntry,
     StoredObject,
 )
-from blobstore.storage.integrity import chunk_length, read_verified
+from blobstore.storage.integrity import block_length, read_verified
 from blobstore.storage.keys import (
     BLOB_DIR,
     generation_key,
     is_generation_key,
     random_suffix,
-    validate_chunk_index,
     validate_key,
     validate_staging_ref,
 )
-from blobstore.storage.staging import check_commit_chunks
-from blobstore.storage.streams import batched
+from blobstore.storage.staging import check_staged
+from blobstore.storage.writes import BlobSink, ChunkSink, CommitSink, StagedWrites
 
 T = TypeVar("T")
 
@@ -152,22 +144,22 @@ class _TempFile:
             self.path.unlink(missing_ok=True)
 
 
-class LocalBlobStore:
+class LocalBlobStore(StagedWrites):
     kind = "local"
 
     def __init__(
         self,
         root: Path,
         *,
-        storage_chunk_size: int = DEFAULT_STORAGE_CHUNK_SIZE,
+        block_size: int = DEFAULT_BLOCK_SIZE,
         io_threads: int = 8,
     ) -> None:
         if not root.is_absolute():
             raise InvalidRequest("local storage root must be an absolute path")
-        if storage_chunk_size <= 0 or io_threads <= 0:
-            raise InvalidRequest("storage chunk size and io threads must be positive")
+        if block_size <= 0 or io_threads <= 0:
+            raise InvalidRequest("block size and io threads must be positive")
         self.root = root
-        self.storage_chunk_size = storage_chunk_size
+        self.block_size = block_size
         self._limiter = anyio.CapacityLimiter(io_threads)
         self._tmp = root / TEMP_DIR
         self._staging = root / STAGING_DIR
@@ -197,43 +189,23 @@ class LocalBlobStore:
         except OSError as exc:
             raise from_os_error(exc) from without_path(exc)
 
-    async def _discard(self, temp: _TempFile) -> None:
-        with anyio.CancelScope(shield=True):
-            await self._run(temp.discard)
-
     # -- writes ---------------------------------------------------------------------------------------------
 
-    async def put(
-        self,
-        data: AsyncIterable[bytes],
-        *,
-        expected_size: int | None = None,
-        expected_sha256: str | None = None,
-        max_size: int | None = None,
-    ) -> BlobInfo:
-        claimed = normalize_sha256(expected_sha256) if expected_sha256 is not None else None
-        writer = HashingWriter(
-            chunk_size=self.storage_chunk_size, max_size=max_size, expected_size=expected_size
-        )
-        temp = await self._run(_TempFile, self._tmp)
-        try:
-            await self._stream_into(temp, data, writer)
-            digest = writer.finish(expected_sha256=claimed)
-            key = await self._run(self._publish_blob, temp, digest.sha256)
-        finally:
-            await self._discard(temp)
-        return BlobInfo(key, digest.size, digest.sha256, digest.chunk_size, digest.chunk_xxh3)
+    async def _blob_sink(self, claimed_sha256: str | None) -> BlobSink:
+        return _TempSink(self, await self._run(_TempFile, self._tmp))
 
-    async def _stream_into(
-        self, temp: _TempFile, data: AsyncIterable[bytes], writer: HashingWriter | ChunkHasher
-    ) -> None:
-        async for batch in batched(data, writer.check_size):
-            await self._run(self._write_hashed, temp, batch, writer)
+    async def _commit_sink(
+        self, staging_ref: str, chunks: Sequence[ChunkReceipt], size: int, claimed_sha256: str | None
+    ) -> CommitSink:
+        return await self._staging_sink(staging_ref)
 
-    @staticmethod
-    def _write_hashed(temp: _TempFile, data: bytearray, writer: HashingWriter | ChunkHasher) -> None:
-        writer.update(data)
-        _write_all(temp.fileno(), data)
+    async def _chunk_sink(self, staging_ref: str, index: int) -> ChunkSink:
+        return await self._staging_sink(staging_ref)
+
+    async def _staging_sink(self, staging_ref: str) -> _StagingSink:
+        area = self._area(staging_ref)
+        await self._require_area(area)
+        return _StagingSink(self, await self._run(_TempFile, self._tmp), area)
 
     def _publish_blob(self, temp: _TempFile, sha256: str) -> str:
         # The file stays open, and so locked against the temp sweep, until it is linked and discarded.
@@ -271,7 +243,7 @@ class LocalBlobStore:
             fd = await self._run(self._open_for_read, path)
             try:
                 for index in range(first, last + 1):
-                    yield await self._run(_pread_full, fd, chunk_length(blob, index), index * blob.chunk_size)
+                    yield await self._run(_pread_full, fd, block_length(blob, index), index * blob.block_size)
             finally:
                 os.close(fd)
 
@@ -397,32 +369,6 @@ class LocalBlobStore:
         if not await self._run(area.is_dir):
             raise NotFound()
 
-    async def stage_put(
-        self,
-        staging_ref: str,
-        index: int,
-        data: AsyncIterable[bytes],
-        *,
-        expected_length: int | None = None,
-        max_length: int | None = None,
-        expected_sha256: str | None = None,
-        expected_xxh3: str | None = None,
-    ) -> ChunkReceipt:
-        area = self._area(staging_ref)
-        validate_chunk_index(index)
-        claimed_sha = normalize_sha256(expected_sha256) if expected_sha256 is not None else None
-        claimed_xxh3 = normalize_xxh3(expected_xxh3) if expected_xxh3 is not None else None
-        await self._require_area(area)
-        hasher = ChunkHasher(expected_length=expected_length, max_length=max_length)
-        temp = await self._run(_TempFile, self._tmp)
-        try:
-            await self._stream_into(temp, data, hasher)
-            digest = hasher.finish(expected_sha256=claimed_sha, expected_xxh3=claimed_xxh3)
-            receipt = ChunkReceipt(index, digest.size, digest.sha256, digest.xxh3)
-            return await self._run(self._publish_chunk, temp, area / str(index), receipt)
-        finally:
-            await self._discard(temp)
-
     def _publish_chunk(self, temp: _TempFile, target: Path, receipt: ChunkReceipt) -> ChunkReceipt:
         os.fsync(temp.fileno())
         try:
@@ -446,50 +392,6 @@ class LocalBlobStore:
             os.close(fd)
         digest = hasher.finish()
         return ChunkReceipt(index, digest.size, digest.sha256, digest.xxh3)
-
-    async def stage_commit(
-        self,
-        staging_ref: str,
-        chunks: Sequence[ChunkReceipt],
-        *,
-        expected_size: int | None = None,
-        expected_sha256: str | None = None,
-        progress: ProgressCallback | None = None,
-    ) -> BlobInfo:
-        area = self._area(staging_ref)
-        claimed = normalize_sha256(expected_sha256) if expected_sha256 is not None else None
-        await self._require_area(area)
-        check_commit_chunks(chunks, expected_size)
-        writer = HashingWriter(chunk_size=self.storage_chunk_size, expected_size=expected_size)
-        temp = await self._run(_TempFile, self._tmp)
-        try:
-            for receipt in chunks:
-                await self._run(self._append_chunk, temp, area / str(receipt.index), receipt, writer)
-                if progress is not None:
-                    await progress(writer.size)
-            digest = writer.finish(expected_sha256=claimed)
-            key = await self._run(self._publish_blob, temp, digest.sha256)
-        finally:
-            await self._discard(temp)
-        return BlobInfo(key, digest.size, digest.sha256, digest.chunk_size, digest.chunk_xxh3)
-
-    @staticmethod
-    def _append_chunk(temp: _TempFile, path: Path, receipt: ChunkReceipt, writer: HashingWriter) -> None:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except FileNotFoundError:
-            raise UploadIncomplete(missing=[receipt.index]) from None
-        check = ChunkHasher()
-        try:
-            while piece := os.read(fd, _COPY_PIECE):
-                writer.update(piece)
-                check.update(piece)
-                _write_all(temp.fileno(), piece)
-        finally:
-            os.close(fd)
-        staged = check.finish()
-        if staged.size != receipt.size or staged.xxh3 != receipt.xxh3:
-            raise Corruption(chunk=receipt.index)
 
     async def stage_abort(self, staging_ref: str) -> None:
         area = self._area(staging_ref)
@@ -518,3 +420,58 @@ class LocalBlobStore:
             return os.stat(path, follow_symlinks=False)
         except FileNotFoundError:
             return None
+
+
+def _write_hashed(temp: _TempFile, data: bytearray, hasher: HashingWriter | ChunkHasher) -> None:
+    hasher.update(data)
+    _write_all(temp.fileno(), data)
+
+
+def _append_chunk(temp: _TempFile, path: Path, receipt: ChunkReceipt, writer: HashingWriter) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise UploadIncomplete(missing=[receipt.index]) from None
+    check = ChunkHasher()
+    try:
+        while piece := os.read(fd, _COPY_PIECE):
+            writer.update(piece)
+            check.update(piece)
+            _write_all(temp.fileno(), piece)
+    finally:
+        os.close(fd)
+    staged = check.finish()
+    check_staged(receipt, staged.size, staged.xxh3)
+
+
+class _TempSink:
+    """A temp file that becomes a blob: hard-linked under its generation key, then discarded."""
+
+    def __init__(self, store: LocalBlobStore, temp: _TempFile) -> None:
+        self.store = store
+        self.temp = temp
+
+    async def write(self, data: bytearray, hasher: HashingWriter | ChunkHasher) -> None:
+        await self.store._run(_write_hashed, self.temp, data, hasher)
+
+    async def publish(self, digest: StreamDigest) -> str:
+        return await self.store._run(self.store._publish_blob, self.temp, digest.sha256)
+
+    async def discard(self) -> None:
+        await self.store._run(self.temp.discard)
+
+
+class _StagingSink(_TempSink):
+    """A temp file in front of one staging area: the chunks a commit joins, or one chunk to keep there."""
+
+    def __init__(self, store: LocalBlobStore, temp: _TempFile, area: Path) -> None:
+        super().__init__(store, temp)
+        self.area = area
+
+    async def append_staged(self, receipt: ChunkReceipt, writer: HashingWriter) -> None:
+        await self.store._run(_append_chunk, self.temp, self.area / str(receipt.index), receipt, writer)
+
+    async def keep(self, receipt: ChunkReceipt) -> ChunkReceipt:
+        return await self.store._run(
+            self.store._publish_chunk, self.temp, self.area / str(receipt.index), receipt
+        )

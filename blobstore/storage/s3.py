@@ -29,11 +29,10 @@ import json
 import logging
 import secrets
 import tempfile
-from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, TypeVar
-from urllib.parse import quote
 
 import anyio
 import anyio.to_thread
@@ -44,7 +43,8 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from urllib3.exceptions import HTTPError as Urllib3Error
 
-from blobstore.digests import ChunkHasher, HashingWriter, StreamDigest, normalize_sha256, normalize_xxh3
+from blobstore.digests import ChunkHasher, HashingWriter, StreamDigest
+from blobstore.disposition import content_disposition
 from blobstore.errors import (
     BlobstoreError,
     ChunkConflict,
@@ -58,25 +58,23 @@ from blobstore.errors import (
     from_os_error,
 )
 from blobstore.storage.base import (
-    DEFAULT_STORAGE_CHUNK_SIZE,
+    DEFAULT_BLOCK_SIZE,
     BlobInfo,
     ChunkReceipt,
-    ProgressCallback,
     StagingEntry,
     StoredObject,
 )
-from blobstore.storage.integrity import chunk_length, read_verified
+from blobstore.storage.integrity import block_length, read_verified
 from blobstore.storage.keys import (
     BLOB_DIR,
     generation_key,
     is_generation_key,
-    validate_chunk_index,
     validate_key,
     validate_staging_ref,
 )
 from blobstore.storage.local import without_path
-from blobstore.storage.staging import check_commit_chunks
-from blobstore.storage.streams import batched
+from blobstore.storage.staging import check_staged
+from blobstore.storage.writes import BlobSink, ChunkSink, CommitSink, StagedWrites
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
@@ -127,7 +125,6 @@ def s3_error(exc: Exception, operation: str | None = None) -> BlobstoreError:
 
 
 _WORKER_OPERATIONS = {
-    "_hash_and_upload_part": "UploadPart",
     "_read_exact": "GetObject",
     "_read_and_hash": "GetObject",
     "_read_all_and_close": "GetObject",
@@ -151,13 +148,7 @@ class S3Capabilities:
     abort_multipart_upload: bool
 
 
-def content_disposition(filename: str) -> str:
-    """``attachment`` with an ASCII fallback and the RFC 6266 / RFC 8187 UTF-8 form of the name."""
-    fallback = "".join(c if 0x20 <= ord(c) < 0x7F and c not in '"\\' else "_" for c in filename) or "download"
-    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
-
-
-class S3BlobStore:
+class S3BlobStore(StagedWrites):
     kind = "s3"
 
     def __init__(
@@ -167,7 +158,7 @@ class S3BlobStore:
         *,
         endpoint_url: str | None = None,
         region: str | None = None,
-        storage_chunk_size: int = DEFAULT_STORAGE_CHUNK_SIZE,
+        block_size: int = DEFAULT_BLOCK_SIZE,
         io_threads: int = 8,
         part_size: int = DEFAULT_PART_SIZE,
         conditional_writes: bool = True,
@@ -177,11 +168,11 @@ class S3BlobStore:
             raise InvalidRequest("malformed S3 bucket name")
         if part_size < MIN_PART_SIZE:
             raise InvalidRequest("S3 part size must be at least 5 MiB")
-        if storage_chunk_size <= 0 or io_threads <= 0:
-            raise InvalidRequest("storage chunk size and io threads must be positive")
+        if block_size <= 0 or io_threads <= 0:
+            raise InvalidRequest("block size and io threads must be positive")
         self.bucket = bucket
         self.prefix = _normalize_prefix(prefix)
-        self.storage_chunk_size = storage_chunk_size
+        self.block_size = block_size
         self.part_size = part_size
         self._conditional = conditional_writes
         self._part_copy = True
@@ -266,41 +257,18 @@ class S3BlobStore:
 
     # -- writes ---------------------------------------------------------------------------------------------
 
-    async def put(
-        self,
-        data: AsyncIterable[bytes],
-        *,
-        expected_size: int | None = None,
-        expected_sha256: str | None = None,
-        max_size: int | None = None,
-    ) -> BlobInfo:
-        claimed = normalize_sha256(expected_sha256) if expected_sha256 is not None else None
-        writer = HashingWriter(
-            chunk_size=self.storage_chunk_size, max_size=max_size, expected_size=expected_size
+    async def _blob_sink(self, claimed_sha256: str | None) -> BlobSink:
+        return _PartSink(self, generation_key(claimed_sha256))
+
+    async def _commit_sink(
+        self, staging_ref: str, chunks: Sequence[ChunkReceipt], size: int, claimed_sha256: str | None
+    ) -> CommitSink:
+        return _CommitSink(
+            self, generation_key(claimed_sha256), self._staging_prefix(staging_ref), chunks, size
         )
-        key = generation_key(claimed)
-        upload = _Multipart(self, self._object_key(key))
-        pending = bytearray()
-        try:
-            async for batch in batched(data, writer.check_size):
-                pending += batch
-                while len(pending) >= self.part_size:
-                    await upload.send(bytes(pending[: self.part_size]), writer)
-                    del pending[: self.part_size]
-            if not upload.started:
-                await self._run(writer.update, pending)
-                digest = writer.finish(expected_sha256=claimed)
-                await self._publish_small(key, bytes(pending))
-            else:
-                if pending:
-                    await upload.send(bytes(pending), writer)
-                digest = writer.finish(expected_sha256=claimed)
-                await upload.complete()
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await upload.abort()
-            raise
-        return BlobInfo(key, digest.size, digest.sha256, digest.chunk_size, digest.chunk_xxh3)
+
+    async def _chunk_sink(self, staging_ref: str, index: int) -> ChunkSink:
+        return _SpoolSink(self, self._staging_prefix(staging_ref))
 
     async def _publish_small(self, key: str, body: bytes) -> None:
         if not await self._put_new(self._object_key(key), body, ContentType="application/octet-stream"):
@@ -312,9 +280,9 @@ class S3BlobStore:
     def read(self, blob: BlobInfo, offset: int = 0, length: int | None = None) -> AsyncIterator[bytes]:
         object_key = self._object_key(validate_key(blob.key))
 
-        async def chunks(first: int, last: int) -> AsyncIterator[bytes]:
-            start = first * blob.chunk_size
-            end = start + sum(chunk_length(blob, i) for i in range(first, last + 1)) - 1
+        async def blocks(first: int, last: int) -> AsyncIterator[bytes]:
+            start = first * blob.block_size
+            end = start + sum(block_length(blob, i) for i in range(first, last + 1)) - 1
             try:
                 response = await self._raw("get_object", Key=object_key, Range=f"bytes={start}-{end}")
             except ClientError as exc:
@@ -324,11 +292,11 @@ class S3BlobStore:
             body = response["Body"]
             try:
                 for index in range(first, last + 1):
-                    yield await self._run(_read_exact, body, chunk_length(blob, index))
+                    yield await self._run(_read_exact, body, block_length(blob, index))
             finally:
                 body.close()
 
-        return read_verified(blob, offset, length, chunks)
+        return read_verified(blob, offset, length, blocks)
 
     async def delete(self, key: str) -> None:
         await self._call("delete_object", Key=self._object_key(validate_key(key)))
@@ -568,130 +536,6 @@ class S3BlobStore:
             raise InvalidRequest("chunk size must be positive")
         return validate_staging_ref(upload_id)
 
-    async def stage_put(
-        self,
-        staging_ref: str,
-        index: int,
-        data: AsyncIterable[bytes],
-        *,
-        expected_length: int | None = None,
-        max_length: int | None = None,
-        expected_sha256: str | None = None,
-        expected_xxh3: str | None = None,
-    ) -> ChunkReceipt:
-        prefix = self._staging_prefix(staging_ref)
-        validate_chunk_index(index)
-        claimed_sha = normalize_sha256(expected_sha256) if expected_sha256 is not None else None
-        claimed_xxh3 = normalize_xxh3(expected_xxh3) if expected_xxh3 is not None else None
-        hasher = ChunkHasher(expected_length=expected_length, max_length=max_length)
-        # Spooled so that memory stays bounded whatever the chunk size; nothing is sent before it is verified.
-        spool = tempfile.SpooledTemporaryFile(max_size=self.part_size)  # noqa: SIM115 - closed in finally
-        try:
-            async for batch in batched(data, hasher.check_size):
-                await self._run(_hash_and_spool, hasher, spool, batch)
-            digest = hasher.finish(expected_sha256=claimed_sha, expected_xxh3=claimed_xxh3)
-            receipt = ChunkReceipt(index, digest.size, digest.sha256, digest.xxh3)
-            object_key = _chunk_key(prefix, index, receipt.sha256)
-            # Another copy of this index with other bytes: refused here, and never replaced, since every
-            # content has its own key. Two different copies racing both land; the metadata database keeps the
-            # first one recorded and the commit reads exactly that one.
-            async for item in self._list(f"{prefix}{index}."):
-                if item["Key"] != object_key:
-                    raise ChunkConflict(index=index)
-            metadata = {"sha256": receipt.sha256, "xxh3": receipt.xxh3}
-            await self._call(
-                "put_object",
-                Key=object_key,
-                Body=_rewound(spool),
-                ContentLength=receipt.size,
-                Metadata=metadata,
-            )
-            return receipt
-        finally:
-            spool.close()
-
-    async def stage_commit(
-        self,
-        staging_ref: str,
-        chunks: Sequence[ChunkReceipt],
-        *,
-        expected_size: int | None = None,
-        expected_sha256: str | None = None,
-        progress: ProgressCallback | None = None,
-    ) -> BlobInfo:
-        prefix = self._staging_prefix(staging_ref)
-        claimed = normalize_sha256(expected_sha256) if expected_sha256 is not None else None
-        total = check_commit_chunks(chunks, expected_size)
-        writer = HashingWriter(chunk_size=self.storage_chunk_size, expected_size=expected_size)
-        key = generation_key(claimed)
-        if total <= self.part_size:
-            pending = bytearray()
-            for receipt in chunks:
-                async for piece in self._staged(prefix, receipt, writer).pieces():
-                    pending += piece
-                if progress is not None:
-                    await progress(writer.size)
-            digest = writer.finish(expected_sha256=claimed)
-            await self._publish_small(key, bytes(pending))
-        else:
-            digest = await self._commit_multipart(prefix, chunks, key, writer, claimed, progress)
-        return BlobInfo(key, digest.size, digest.sha256, digest.chunk_size, digest.chunk_xxh3)
-
-    def _staged(self, prefix: str, receipt: ChunkReceipt, writer: HashingWriter) -> _StagedChunk:
-        return _StagedChunk(self, prefix, receipt, writer)
-
-    async def _commit_multipart(
-        self,
-        prefix: str,
-        chunks: Sequence[ChunkReceipt],
-        key: str,
-        writer: HashingWriter,
-        claimed: str | None,
-        progress: ProgressCallback | None,
-    ) -> StreamDigest:
-        upload = _Multipart(self, self._object_key(key))
-        marker = prefix + MULTIPART_MARKER
-        try:
-            await upload.start()
-            record = json.dumps({"key": upload.object_key, "upload_id": upload.upload_id}).encode()
-            await self._call("put_object", Key=marker, Body=record)
-            pending = bytearray()
-            for position, receipt in enumerate(chunks):
-                staged = self._staged(prefix, receipt, writer)
-                is_last = position == len(chunks) - 1
-                own_part = receipt.size > 0 and (receipt.size >= MIN_PART_SIZE or is_last)
-                if not pending and own_part and self._part_copy:
-                    # Big enough to be a part on its own: read it only to hash it, and let S3 copy the bytes.
-                    async for _ in staged.pieces():
-                        pass
-                    if not await upload.copy(staged):
-                        # No UploadPartCopy on this endpoint: send the (already hashed) bytes instead.
-                        async for piece in staged.pieces(hash_into_commit=False):
-                            pending += piece
-                            while len(pending) >= self.part_size:
-                                await upload.send(bytes(pending[: self.part_size]))
-                                del pending[: self.part_size]
-                else:
-                    # Small chunks are joined into parts of at least the S3 minimum.
-                    async for piece in staged.pieces():
-                        pending += piece
-                        while len(pending) >= self.part_size:
-                            await upload.send(bytes(pending[: self.part_size]))
-                            del pending[: self.part_size]
-                if progress is not None:
-                    await progress(writer.size)
-            if pending:
-                await upload.send(bytes(pending))
-            digest = writer.finish(expected_sha256=claimed)
-            await upload.complete()
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await upload.abort()
-                await self._call("delete_object", Key=marker)
-            raise
-        await self._call("delete_object", Key=marker)
-        return digest
-
     async def stage_abort(self, staging_ref: str) -> None:
         prefix = self._staging_prefix(staging_ref)
         marker = await self._read_marker(prefix + MULTIPART_MARKER)
@@ -769,8 +613,7 @@ class _StagedChunk:
         finally:
             body.close()
         staged = check.finish()
-        if staged.size != self.receipt.size or staged.xxh3 != self.receipt.xxh3:
-            raise Corruption(chunk=self.receipt.index)
+        check_staged(self.receipt, staged.size, staged.xxh3)
 
 
 class _Multipart:
@@ -781,6 +624,7 @@ class _Multipart:
         self.object_key = object_key
         self.upload_id: str | None = None
         self.parts: list[dict[str, Any]] = []
+        self.completed = False
 
     @property
     def started(self) -> bool:
@@ -794,19 +638,12 @@ class _Multipart:
             self.upload_id = str(response["UploadId"])
         return self.upload_id
 
-    async def send(self, data: bytes, writer: HashingWriter | None = None) -> None:
-        """Upload one part; ``writer`` hashes it in the same worker thread first when the caller has not."""
+    async def send(self, data: bytes) -> None:
+        """Upload one part."""
         upload_id = await self.start()
         number = len(self.parts) + 1
-        response = await self.store._run(
-            _hash_and_upload_part,
-            self.store._client,
-            writer,
-            Bucket=self.store.bucket,
-            Key=self.object_key,
-            UploadId=upload_id,
-            PartNumber=number,
-            Body=data,
+        response = await self.store._call(
+            "upload_part", Key=self.object_key, UploadId=upload_id, PartNumber=number, Body=data
         )
         self.parts.append({"PartNumber": number, "ETag": response["ETag"]})
 
@@ -847,6 +684,7 @@ class _Multipart:
         if store._conditional:
             try:
                 await store._raw("complete_multipart_upload", IfNoneMatch="*", **request)
+                self.completed = True
                 return
             except ClientError as exc:
                 code = error_code(exc)
@@ -856,10 +694,131 @@ class _Multipart:
                     raise s3_error(exc) from exc
                 store._conditional = False
         await store._call("complete_multipart_upload", **request)
+        self.completed = True
 
     async def abort(self) -> None:
-        if self.upload_id is not None:
+        """Take back an upload that was started and not completed; nothing to do otherwise."""
+        if self.upload_id is not None and not self.completed:
             await self.store._abort_upload(self.object_key, self.upload_id)
+
+
+class _PartSink:
+    """The bytes of one new generation, sent to its final key as they come.
+
+    They go out in one ``PutObject`` when they fit in a part, else in a multipart upload that starts when the
+    first part is full; either is only sent or completed once the bytes are verified.
+    """
+
+    def __init__(self, store: S3BlobStore, key: str) -> None:
+        self.store = store
+        self.key = key
+        self.upload = _Multipart(store, store._object_key(key))
+        self.pending = bytearray()
+        self.sends_parts = True
+
+    async def write(self, data: bytearray, writer: HashingWriter) -> None:
+        await self.store._run(writer.update, data)
+        await self._send_full_parts(data)
+
+    async def _send_full_parts(self, data: bytes | bytearray) -> None:
+        self.pending += data
+        part_size = self.store.part_size
+        while self.sends_parts and len(self.pending) >= part_size:
+            await self.upload.send(bytes(self.pending[:part_size]))
+            del self.pending[:part_size]
+
+    async def publish(self, digest: StreamDigest) -> str:
+        if not self.upload.started:
+            await self.store._publish_small(self.key, bytes(self.pending))
+            return self.key
+        if self.pending:
+            await self.upload.send(bytes(self.pending))
+        await self.upload.complete()
+        return self.key
+
+    async def discard(self) -> None:
+        await self.upload.abort()
+
+
+class _CommitSink(_PartSink):
+    """Joins the staged chunks of one area; a chunk that can be a part on its own is copied server-side.
+
+    A commit bigger than a part starts its multipart upload with the first chunk and leaves a marker naming it
+    in the staging area, so that an abort from any replica can find it.
+    """
+
+    def __init__(
+        self, store: S3BlobStore, key: str, prefix: str, chunks: Sequence[ChunkReceipt], size: int
+    ) -> None:
+        super().__init__(store, key)
+        self.prefix = prefix
+        self.marker = prefix + MULTIPART_MARKER
+        self.last_index = len(chunks) - 1
+        self.sends_parts = size > store.part_size
+        self.marked = False
+
+    async def _start(self) -> None:
+        await self.upload.start()
+        record = json.dumps({"key": self.upload.object_key, "upload_id": self.upload.upload_id}).encode()
+        self.marked = True
+        await self.store._call("put_object", Key=self.marker, Body=record)
+
+    async def append_staged(self, receipt: ChunkReceipt, writer: HashingWriter) -> None:
+        if self.sends_parts and not self.upload.started:
+            await self._start()
+        staged = _StagedChunk(self.store, self.prefix, receipt, writer)
+        own_part = receipt.size > 0 and (receipt.size >= MIN_PART_SIZE or receipt.index == self.last_index)
+        if self.sends_parts and not self.pending and own_part and self.store._part_copy:
+            # Big enough to be a part on its own: read it only to hash it, and let S3 copy the bytes.
+            async for _ in staged.pieces():
+                pass
+            if await self.upload.copy(staged):
+                return
+            # No UploadPartCopy on this endpoint: send the (already hashed) bytes instead.
+            async for piece in staged.pieces(hash_into_commit=False):
+                await self._send_full_parts(piece)
+            return
+        # Small chunks are joined into parts of at least the S3 minimum.
+        async for piece in staged.pieces():
+            await self._send_full_parts(piece)
+
+    async def discard(self) -> None:
+        await super().discard()
+        if self.marked:
+            await self.store._call("delete_object", Key=self.marker)
+
+
+class _SpoolSink:
+    """One upload chunk, spooled so that memory stays bounded whatever its size, and sent once verified."""
+
+    def __init__(self, store: S3BlobStore, prefix: str) -> None:
+        self.store = store
+        self.prefix = prefix
+        self.spool = tempfile.SpooledTemporaryFile(max_size=store.part_size)  # noqa: SIM115 - closed by discard
+
+    async def write(self, data: bytearray, hasher: ChunkHasher) -> None:
+        await self.store._run(_hash_and_spool, hasher, self.spool, data)
+
+    async def keep(self, receipt: ChunkReceipt) -> ChunkReceipt:
+        object_key = _chunk_key(self.prefix, receipt.index, receipt.sha256)
+        # Another copy of this index with other bytes: refused here, and never replaced, since every content
+        # has its own key. Two different copies racing both land; the metadata database keeps the first one
+        # recorded and the commit reads exactly that one.
+        async for item in self.store._list(f"{self.prefix}{receipt.index}."):
+            if item["Key"] != object_key:
+                raise ChunkConflict(index=receipt.index)
+        metadata = {"sha256": receipt.sha256, "xxh3": receipt.xxh3}
+        await self.store._call(
+            "put_object",
+            Key=object_key,
+            Body=_rewound(self.spool),
+            ContentLength=receipt.size,
+            Metadata=metadata,
+        )
+        return receipt
+
+    async def discard(self) -> None:
+        self.spool.close()
 
 
 @functools.cache
@@ -941,9 +900,3 @@ def _read_and_hash(body: Any, writer: HashingWriter | None, check: ChunkHasher) 
 def _hash_and_spool(hasher: ChunkHasher, spool: IO[bytes], data: bytearray) -> None:
     hasher.update(data)
     spool.write(data)
-
-
-def _hash_and_upload_part(client: Any, writer: HashingWriter | None, **request: Any) -> Any:
-    if writer is not None:
-        writer.update(request["Body"])
-    return client.upload_part(**request)

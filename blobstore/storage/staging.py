@@ -1,10 +1,10 @@
-"""Checks shared by every backend's ``stage_commit`` before any byte is joined."""
+"""Checks of every backend's ``stage_commit``: the receipts before any byte is joined, each chunk as it is."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from blobstore.errors import SizeMismatch, UploadIncomplete
+from blobstore.errors import Corruption, SizeMismatch, UploadIncomplete
 from blobstore.storage.base import ChunkReceipt
 
 
@@ -20,3 +20,9 @@ def check_commit_chunks(chunks: Sequence[ChunkReceipt], expected_size: int | Non
     if expected_size is not None and total != expected_size:
         raise SizeMismatch(expected_size=expected_size, size=total)
     return total
+
+
+def check_staged(receipt: ChunkReceipt, size: int, xxh3: str) -> None:
+    """Refuse a staged chunk read back with other bytes than its receipt (the metadata's record) names."""
+    if size != receipt.size or xxh3 != receipt.xxh3:
+        raise Corruption(chunk=receipt.index)

@@ -75,7 +75,7 @@ class CleanupMachine(RuleBasedStateMachine):
             default_ttl_seconds=1000,
         )
         repo = self.run(MetadataRepository.open(f"sqlite+aiosqlite:///{database}"))
-        blobs = MemoryBlobStore(storage_chunk_size=1024)
+        blobs = MemoryBlobStore(block_size=1024)
         self.service = ArtifactService(settings=config, blobs=blobs, repo=repo, clock=self.clock)
         self.model: dict[str, ModelArtifact] = {}
 

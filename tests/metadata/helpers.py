@@ -18,8 +18,8 @@ def blob_info(content: bytes, *, key: str | None = None) -> BlobInfo:
         key=key or f"ab/cd/{uuid.uuid4().hex}",
         size=len(content),
         sha256=hashlib.sha256(content).hexdigest(),
-        chunk_size=4,
-        chunk_xxh3=tuple(f"{i:032x}" for i in range((len(content) + 3) // 4)),
+        block_size=4,
+        block_xxh3=tuple(f"{i:032x}" for i in range((len(content) + 3) // 4)),
     )
 
 

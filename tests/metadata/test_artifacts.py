@@ -114,7 +114,7 @@ async def test_get_artifact_with_blob_joins_the_blob_row(repo: MetadataRepositor
 
 async def test_empty_blob_round_trips_with_no_chunk_checksums(repo: MetadataRepository) -> None:
     info = blob_info(b"")
-    assert info.chunk_xxh3 == ()
+    assert info.block_xxh3 == ()
     result = await repo.commit_artifact(blob=info, artifact=new_artifact())
 
     stored = await repo.get_blob(result.blob.id)

@@ -14,8 +14,8 @@ import pytest
 from blobstore.storage import BlobStore, LocalBlobStore, MemoryBlobStore, open_blob_store
 from blobstore.storage.s3 import S3BlobStore
 
-STORAGE_CHUNK = 64 * 1024
-"""Small storage chunks keep multi-chunk cases cheap on moto."""
+BLOCK = 64 * 1024
+"""Small blocks keep multi-chunk cases cheap on moto."""
 
 FlipByte = Callable[[BlobStore, str, int], Awaitable[None]]
 
@@ -42,7 +42,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     else:
         url = request.getfixturevalue(f"{kind}_storage_url")
         endpoint = request.getfixturevalue(f"{kind}_endpoint_url")
-    opened = open_blob_store(url, s3_endpoint_url=endpoint, storage_chunk_size=STORAGE_CHUNK, io_threads=4)
+    opened = open_blob_store(url, s3_endpoint_url=endpoint, block_size=BLOCK, io_threads=4)
     assert opened.kind == ("s3" if kind in S3_ENDPOINTS else kind)
     yield opened
     await opened.close()

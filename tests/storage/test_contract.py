@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -26,9 +27,9 @@ from blobstore.errors import (
 )
 from blobstore.storage import BlobInfo, BlobStore, ChunkReceipt
 from blobstore.storage.keys import is_generation_key
-from tests.storage.conftest import STORAGE_CHUNK, FlipByte, chunks_of, keys_of, read_all, staging_refs
+from tests.storage.conftest import BLOCK, FlipByte, chunks_of, keys_of, read_all, staging_refs
 
-RANGE_BLOB_SIZE = 3 * STORAGE_CHUNK + 4321
+RANGE_BLOB_SIZE = 3 * BLOCK + 4321
 
 
 def payload(size: int, seed: int = 0) -> bytes:
@@ -48,7 +49,7 @@ def xxh(data: bytes) -> str:
 
 @pytest.mark.parametrize(
     "size",
-    [0, 1, STORAGE_CHUNK, 3 * STORAGE_CHUNK + 777],
+    [0, 1, BLOCK, 3 * BLOCK + 777],
     ids=["empty", "one-byte", "one-chunk", "chunks+tail"],
 )
 async def test_put_then_read_returns_the_same_bytes(store: BlobStore, size: int) -> None:
@@ -56,9 +57,9 @@ async def test_put_then_read_returns_the_same_bytes(store: BlobStore, size: int)
     blob = await store.put(chunks_of(data))
     assert blob.size == size
     assert blob.sha256 == sha(data)
-    assert blob.chunk_size == STORAGE_CHUNK
-    expected_chunks = [data[i : i + STORAGE_CHUNK] for i in range(0, size, STORAGE_CHUNK)]
-    assert blob.chunk_xxh3 == tuple(xxh(c) for c in expected_chunks)
+    assert blob.block_size == BLOCK
+    expected_chunks = [data[i : i + BLOCK] for i in range(0, size, BLOCK)]
+    assert blob.block_xxh3 == tuple(xxh(c) for c in expected_chunks)
     assert is_generation_key(blob.key)
     assert await read_all(store, blob) == data
     assert await store.exists(blob.key)
@@ -89,11 +90,11 @@ async def test_any_range_reads_exactly_the_slice(
     assert await read_all(store, blob, offset, length) == expected
 
 
-async def test_range_reads_are_split_at_storage_chunks(store: BlobStore) -> None:
-    data = payload(2 * STORAGE_CHUNK + 10)
+async def test_range_reads_are_split_at_blocks(store: BlobStore) -> None:
+    data = payload(2 * BLOCK + 10)
     blob = await store.put(chunks_of(data))
-    parts = [part async for part in store.read(blob, 5, 2 * STORAGE_CHUNK)]
-    assert [len(p) for p in parts] == [STORAGE_CHUNK - 5, STORAGE_CHUNK, 5]
+    parts = [part async for part in store.read(blob, 5, 2 * BLOCK)]
+    assert [len(p) for p in parts] == [BLOCK - 5, BLOCK, 5]
 
 
 async def test_negative_range_is_refused(store: BlobStore) -> None:
@@ -113,7 +114,7 @@ async def test_wrong_expected_size_is_refused_and_nothing_stored(
 
 
 async def test_wrong_expected_digest_is_refused_and_nothing_stored(store: BlobStore) -> None:
-    data = payload(3 * STORAGE_CHUNK)
+    data = payload(3 * BLOCK)
     with pytest.raises(DigestMismatch):
         await store.put(chunks_of(data), expected_sha256=sha(data + b"x"))
     assert await keys_of(store) == set()
@@ -121,7 +122,23 @@ async def test_wrong_expected_digest_is_refused_and_nothing_stored(store: BlobSt
 
 async def test_stream_past_max_size_is_refused_and_nothing_stored(store: BlobStore) -> None:
     with pytest.raises(TooLarge):
-        await store.put(chunks_of(payload(2 * STORAGE_CHUNK)), max_size=STORAGE_CHUNK)
+        await store.put(chunks_of(payload(2 * BLOCK)), max_size=BLOCK)
+    assert await keys_of(store) == set()
+
+
+class SourceBroke(Exception):
+    """The writer's own stream failing midway, as a dropped client connection does."""
+
+
+async def breaking_after(data: bytes) -> AsyncIterator[bytes]:
+    async for piece in chunks_of(data):
+        yield piece
+    raise SourceBroke()
+
+
+async def test_a_put_whose_source_breaks_fails_with_that_error_and_stores_nothing(store: BlobStore) -> None:
+    with pytest.raises(SourceBroke):
+        await store.put(breaking_after(payload(3 * BLOCK)))
     assert await keys_of(store) == set()
 
 
@@ -131,7 +148,7 @@ async def test_malformed_digest_claim_is_refused(store: BlobStore) -> None:
 
 
 async def test_concurrent_puts_of_identical_content_give_two_readable_generations(store: BlobStore) -> None:
-    data = payload(2 * STORAGE_CHUNK + 3)
+    data = payload(2 * BLOCK + 3)
     blobs: list[BlobInfo] = []
 
     async def put_one() -> None:
@@ -148,23 +165,23 @@ async def test_concurrent_puts_of_identical_content_give_two_readable_generation
     assert await read_all(store, second) == data
 
 
-async def test_flipped_byte_fails_only_the_chunk_it_is_in(store: BlobStore, flip_byte: FlipByte) -> None:
-    data = payload(3 * STORAGE_CHUNK)
+async def test_flipped_byte_fails_only_the_block_it_is_in(store: BlobStore, flip_byte: FlipByte) -> None:
+    data = payload(3 * BLOCK)
     blob = await store.put(chunks_of(data))
-    await flip_byte(store, blob.key, STORAGE_CHUNK + 17)
+    await flip_byte(store, blob.key, BLOCK + 17)
     with pytest.raises(Corruption) as caught:
-        await read_all(store, blob, STORAGE_CHUNK + 100, 10)
+        await read_all(store, blob, BLOCK + 100, 10)
     assert caught.value.details == {"chunk": 1}
     with pytest.raises(Corruption):
         await read_all(store, blob)
-    assert await read_all(store, blob, 0, STORAGE_CHUNK) == data[:STORAGE_CHUNK]
-    assert await read_all(store, blob, 2 * STORAGE_CHUNK + 5, 100) == data[2 * STORAGE_CHUNK + 5 :][:100]
+    assert await read_all(store, blob, 0, BLOCK) == data[:BLOCK]
+    assert await read_all(store, blob, 2 * BLOCK + 5, 100) == data[2 * BLOCK + 5 :][:100]
 
 
-async def test_corrupt_chunk_yields_none_of_its_bytes(store: BlobStore, flip_byte: FlipByte) -> None:
-    data = payload(2 * STORAGE_CHUNK)
+async def test_corrupt_block_yields_none_of_its_bytes(store: BlobStore, flip_byte: FlipByte) -> None:
+    data = payload(2 * BLOCK)
     blob = await store.put(chunks_of(data))
-    await flip_byte(store, blob.key, 2 * STORAGE_CHUNK - 1)
+    await flip_byte(store, blob.key, 2 * BLOCK - 1)
     received: list[bytes] = []
 
     async def consume() -> None:
@@ -173,7 +190,7 @@ async def test_corrupt_chunk_yields_none_of_its_bytes(store: BlobStore, flip_byt
 
     with pytest.raises(Corruption):
         await consume()
-    assert received == [data[:STORAGE_CHUNK]]
+    assert received == [data[:BLOCK]]
 
 
 async def test_reading_a_missing_object_is_not_found(store: BlobStore) -> None:
@@ -293,6 +310,16 @@ async def test_chunk_longer_than_max_length_is_refused(store: BlobStore) -> None
         await stage(store, ref, 0, payload(UPLOAD_CHUNK + 1), max_length=UPLOAD_CHUNK)
     receipt = await stage(store, ref, 0, payload(UPLOAD_CHUNK - 7, seed=9), max_length=UPLOAD_CHUNK)
     assert receipt.size == UPLOAD_CHUNK - 7
+
+
+async def test_a_chunk_whose_source_breaks_fails_with_that_error_and_is_not_kept(store: BlobStore) -> None:
+    ref = await store.stage_begin("u_broken", chunk_size=UPLOAD_CHUNK)
+    with pytest.raises(SourceBroke):
+        await store.stage_put(ref, 0, breaking_after(payload(UPLOAD_CHUNK, seed=6)))
+    # Not kept: other bytes for the same index are accepted without a conflict.
+    other = payload(UPLOAD_CHUNK, seed=7)
+    receipt = await stage(store, ref, 0, other)
+    assert receipt.sha256 == sha(other)
 
 
 @pytest.mark.parametrize("algorithm", ["sha256", "xxh3"])

@@ -246,7 +246,7 @@ async def test_chunk_for_an_aborted_upload_is_not_found(tmp_path: Path) -> None:
 async def test_truncated_blob_file_is_corruption_not_short_data(tmp_path: Path) -> None:
     from blobstore.errors import Corruption
 
-    store = LocalBlobStore(tmp_path / "store", storage_chunk_size=1000)
+    store = LocalBlobStore(tmp_path / "store", block_size=1000)
     blob = await store.put(chunks_of(b"g" * 2500))
     os.truncate(store.local_path(blob), 2100)
     assert await read_all(store, blob, 0, 2000) == b"g" * 2000

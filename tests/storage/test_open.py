@@ -11,9 +11,9 @@ from blobstore.storage import LocalBlobStore, MemoryBlobStore, S3BlobStore, open
 
 
 def test_memory_url_opens_the_memory_backend() -> None:
-    store = open_blob_store("memory://", storage_chunk_size=4096)
+    store = open_blob_store("memory://", block_size=4096)
     assert isinstance(store, MemoryBlobStore)
-    assert store.storage_chunk_size == 4096
+    assert store.block_size == 4096
 
 
 def test_file_url_opens_a_local_store_at_that_path(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from botocore.exceptions import ClientError
 
+from blobstore.disposition import content_disposition
 from blobstore.errors import (
     ChunkConflict,
     DigestMismatch,
@@ -22,7 +23,7 @@ from blobstore.errors import (
     UploadIncomplete,
 )
 from blobstore.storage import SupportsPresign, open_blob_store
-from blobstore.storage.s3 import MIN_PART_SIZE, S3BlobStore, content_disposition
+from blobstore.storage.s3 import MIN_PART_SIZE, S3BlobStore
 from tests.fixtures.s3 import S3Location
 from tests.storage.conftest import chunks_of, keys_of, read_all
 
@@ -38,7 +39,7 @@ async def s3_store(s3_location: S3Location, s3_endpoint_url: str) -> AsyncIterat
         s3_location.prefix,
         endpoint_url=s3_endpoint_url,
         part_size=MIN_PART_SIZE,
-        storage_chunk_size=MiB,
+        block_size=MiB,
         io_threads=4,
     )
     yield store
@@ -307,6 +308,16 @@ async def test_presigned_url_serves_ranges_and_names_the_file(s3_store: S3BlobSt
     assert response.content == data[10:20]
     assert response.headers["content-disposition"] == content_disposition("report ä.pdf")
     assert "filename*=UTF-8''report%20%C3%A4.pdf" in content_disposition("report ä.pdf")
+
+
+async def test_presigned_download_names_the_file_exactly_like_the_http_edge(s3_store: S3BlobStore) -> None:
+    blob = await s3_store.put(chunks_of(b"x"))
+    url = await s3_store.presigned_url(blob, expires_in=60, filename='Bericht "Q3" ü.txt')
+    async with httpx.AsyncClient() as http:
+        response = await http.get(url)
+    assert response.headers["content-disposition"] == (
+        'attachment; filename="Bericht \\"Q3\\" u.txt"; filename*=UTF-8\'\'Bericht%20%22Q3%22%20%C3%BC.txt'
+    )
 
 
 def free_port() -> int:

@@ -47,7 +47,7 @@ class Endpoint:
             self.location.prefix,
             endpoint_url=self.endpoint.endpoint_url,
             part_size=MIN_PART_SIZE,
-            storage_chunk_size=MiB,
+            block_size=MiB,
             io_threads=4,
             **options,
         )

@@ -1,0 +1,168 @@
+"""The write sequence every backend shares: put, stage a chunk, commit the staged chunks.
+
+Each write streams into a *sink* that the backend opens (a temp file, a buffer, a multipart upload, a spool),
+is hashed on its way in, has its size and digest claims checked, and only then is published (under a
+generation key) or kept (as a staged chunk). Whatever happens, the sink is discarded at the end: after a
+publish that frees what the write needed (a temp file, a commit's marker), after a failure it takes back
+everything the write left; the error itself always reaches the caller.
+
+Backends provide only the primitive steps: the sinks (:class:`BlobSink`, :class:`CommitSink`,
+:class:`ChunkSink`) and the three methods
+of :class:`StagedWrites` that open them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterable, Sequence
+from typing import Protocol
+
+import anyio
+
+from blobstore.digests import ChunkHasher, HashingWriter, StreamDigest, normalize_sha256, normalize_xxh3
+from blobstore.storage.base import BlobInfo, ChunkReceipt, ProgressCallback
+from blobstore.storage.keys import validate_chunk_index, validate_staging_ref
+from blobstore.storage.staging import check_commit_chunks
+from blobstore.storage.streams import batched
+
+
+class _Sink(Protocol):
+    async def discard(self) -> None:
+        """Free whatever the write holds; idempotent, and safe after a publish or keep."""
+        ...
+
+
+class BlobSink(_Sink, Protocol):
+    """Where the bytes of one new generation go before it is published."""
+
+    async def write(self, data: bytearray, writer: HashingWriter) -> None:
+        """Hash ``data`` into ``writer`` and keep it (the writer refuses it past a size limit)."""
+        ...
+
+    async def publish(self, digest: StreamDigest) -> str:
+        """Make the verified bytes visible under a new generation key, atomically; return the key."""
+        ...
+
+
+class CommitSink(BlobSink, Protocol):
+    """A :class:`BlobSink` that joins the chunks of one staging area."""
+
+    async def append_staged(self, receipt: ChunkReceipt, writer: HashingWriter) -> None:
+        """Read the staged chunk ``receipt`` names, hash it into ``writer`` and keep it.
+
+        A missing chunk is ``UploadIncomplete``; one whose bytes no longer match its receipt ``Corruption``.
+        """
+        ...
+
+
+class ChunkSink(_Sink, Protocol):
+    """Where one upload chunk goes before it is kept in its staging area."""
+
+    async def write(self, data: bytearray, hasher: ChunkHasher) -> None: ...
+
+    async def keep(self, receipt: ChunkReceipt) -> ChunkReceipt:
+        """Keep the verified chunk; the same bytes kept before give that receipt, others ``ChunkConflict``."""
+        ...
+
+
+class StagedWrites(ABC):
+    """``put``, ``stage_put`` and ``stage_commit`` of the :class:`~blobstore.storage.base.BlobStore`."""
+
+    block_size: int
+
+    @abstractmethod
+    async def _blob_sink(self, claimed_sha256: str | None) -> BlobSink:
+        """A sink for ``put``."""
+
+    @abstractmethod
+    async def _commit_sink(
+        self, staging_ref: str, chunks: Sequence[ChunkReceipt], size: int, claimed_sha256: str | None
+    ) -> CommitSink:
+        """A sink joining the staged ``chunks`` (``size`` bytes); ``NotFound`` when the area is gone."""
+
+    @abstractmethod
+    async def _chunk_sink(self, staging_ref: str, index: int) -> ChunkSink:
+        """A sink for chunk ``index``; ``NotFound`` when the area is gone."""
+
+    async def put(
+        self,
+        data: AsyncIterable[bytes],
+        *,
+        expected_size: int | None = None,
+        expected_sha256: str | None = None,
+        max_size: int | None = None,
+    ) -> BlobInfo:
+        claimed = _claimed_sha256(expected_sha256)
+        writer = HashingWriter(block_size=self.block_size, max_size=max_size, expected_size=expected_size)
+        sink = await self._blob_sink(claimed)
+        try:
+            async for batch in batched(data, writer.check_size):
+                await sink.write(batch, writer)
+            return await _publish(sink, writer, claimed)
+        finally:
+            await _discard(sink)
+
+    async def stage_put(
+        self,
+        staging_ref: str,
+        index: int,
+        data: AsyncIterable[bytes],
+        *,
+        expected_length: int | None = None,
+        max_length: int | None = None,
+        expected_sha256: str | None = None,
+        expected_xxh3: str | None = None,
+    ) -> ChunkReceipt:
+        validate_staging_ref(staging_ref)
+        validate_chunk_index(index)
+        claimed_sha = _claimed_sha256(expected_sha256)
+        claimed_xxh3 = normalize_xxh3(expected_xxh3) if expected_xxh3 is not None else None
+        hasher = ChunkHasher(expected_length=expected_length, max_length=max_length)
+        sink = await self._chunk_sink(staging_ref, index)
+        try:
+            async for batch in batched(data, hasher.check_size):
+                await sink.write(batch, hasher)
+            digest = hasher.finish(expected_sha256=claimed_sha, expected_xxh3=claimed_xxh3)
+            return await sink.keep(ChunkReceipt(index, digest.size, digest.sha256, digest.xxh3))
+        finally:
+            await _discard(sink)
+
+    async def stage_commit(
+        self,
+        staging_ref: str,
+        chunks: Sequence[ChunkReceipt],
+        *,
+        expected_size: int | None = None,
+        expected_sha256: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> BlobInfo:
+        validate_staging_ref(staging_ref)
+        claimed = _claimed_sha256(expected_sha256)
+        size = check_commit_chunks(chunks, expected_size)
+        writer = HashingWriter(block_size=self.block_size, expected_size=expected_size)
+        sink = await self._commit_sink(staging_ref, chunks, size, claimed)
+        try:
+            for receipt in chunks:
+                await sink.append_staged(receipt, writer)
+                if progress is not None:
+                    await progress(writer.size)
+            return await _publish(sink, writer, claimed)
+        finally:
+            await _discard(sink)
+
+
+def _claimed_sha256(value: str | None) -> str | None:
+    return normalize_sha256(value) if value is not None else None
+
+
+async def _publish(sink: BlobSink, writer: HashingWriter, claimed: str | None) -> BlobInfo:
+    # The claims are checked before anything becomes visible.
+    digest = writer.finish(expected_sha256=claimed)
+    key = await sink.publish(digest)
+    return BlobInfo(key, digest.size, digest.sha256, digest.block_size, digest.block_xxh3)
+
+
+async def _discard(sink: _Sink) -> None:
+    # Shielded: a cancelled write must still take back what it left.
+    with anyio.CancelScope(shield=True):
+        await sink.discard()
