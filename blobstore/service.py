@@ -2,7 +2,7 @@
 
 It owns the rules that cross storage and metadata: verify while writing, publish the blob, then commit the row
 (dedup onto an existing live blob only after every byte was received and hashed), and scope every read by
-namespace. Chunked uploads live in :mod:`blobstore.uploads` and are reached through this class too.
+namespace. Chunked uploads live in :mod:`blobstore.upload_sessions` and are reached through this class too.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from blobstore.metadata.repository import UNSET, CompletionClaim, MetadataReposi
 from blobstore.models import Artifact, BlobRecord, Caller, Page
 from blobstore.ranges import Window, window
 from blobstore.storage.base import BlobInfo, BlobStore, SupportsLocalPath
-from blobstore.uploads import UploadManager
+from blobstore.upload_sessions import UploadManager
 from blobstore.validation import validate_metadata, validate_mime, validate_name
 
 Clock = Callable[[], datetime]

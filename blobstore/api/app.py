@@ -16,14 +16,13 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from blobstore import __version__
-from blobstore.api import tus
 from blobstore.api.cors import Cors
 from blobstore.api.deps import STATE_KEY, AppState
 from blobstore.api.errors import install_error_handlers
 from blobstore.api.guard import MULTIPART_ALLOWANCE, BodyGuard, MessageGuard
 from blobstore.api.observe import Observe
 from blobstore.api.openapi import install_openapi
-from blobstore.api.routes import artifacts, health, metrics, uploads
+from blobstore.api.routes import artifacts, health, metrics, tus, uploads
 from blobstore.config import Settings
 from blobstore.service import ArtifactService
 

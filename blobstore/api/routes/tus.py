@@ -1,7 +1,7 @@
 """tus 1.0.0 at ``/tus/``: core, creation, creation-with-upload, expiration, checksum and termination.
 
 Off-the-shelf clients (tus-js-client, Uppy, tuspy) upload here unchanged. The bytes go through the chunked
-upload state machine (:mod:`blobstore.tus` maps tus offsets onto fixed chunks); when the last byte arrives the
+upload state machine (:mod:`blobstore.tus_uploads` maps tus offsets onto fixed chunks); when the last byte arrives the
 upload completes and the response names the artifact (``Blobstore-Artifact-Id`` and a ``Link`` to it).
 
 Errors are the usual problem+json bodies with the usual codes; only the statuses tus prescribes differ from
@@ -50,7 +50,7 @@ from blobstore.api.tus_headers import (
 )
 from blobstore.errors import BlobstoreError, InvalidRequest
 from blobstore.models import Artifact, Caller, Scope, UploadSession, UploadState
-from blobstore.tus import Appended, BodyChecksum, TusProgress, TusUploads
+from blobstore.tus_uploads import Appended, BodyChecksum, TusProgress, TusUploads
 
 logger = logging.getLogger("blobstore.api")
 

@@ -2,7 +2,7 @@
 
 A tus PATCH carries whatever length the client chose, but a staged chunk must be exactly ``chunk_size`` bytes
 (only the last may be shorter). So a PATCH first completes the pending *tail*, stages every full chunk through
-:meth:`~blobstore.uploads.UploadManager.put_chunk`, and keeps the remainder (shorter than a chunk) as the new
+:meth:`~blobstore.upload_sessions.UploadManager.put_chunk`, and keeps the remainder (shorter than a chunk) as the new
 tail, durably, in the metadata (``upload_tails``). The tus offset is ``full_chunks * chunk_size + len(tail)``.
 A tail row whose offset a staged chunk already covers is stale (a crash between staging a chunk and writing
 the tail) and ignored, so the offset never counts a byte twice.
