@@ -1,4 +1,4 @@
-"""The app factory: ``create_app(settings)`` builds the FastAPI app; its lifespan opens the service.
+"""The app factory: ``create_app(settings)`` builds the FastAPI app; its lifespan opens the runtime.
 
 Nothing is built at import time. Extensions (the MCP streamable-HTTP app) are mounted at their path and their
 lifespans entered with the running service, since Starlette does not run the lifespans of mounted apps.
@@ -24,6 +24,7 @@ from blobstore.api.observe import Observe
 from blobstore.api.openapi import install_openapi
 from blobstore.api.routes import artifacts, health, metrics, tus, uploads
 from blobstore.config import Settings
+from blobstore.runtime import Runtime, compose, serve
 from blobstore.service import ArtifactService
 
 
@@ -36,7 +37,9 @@ class AppExtension(Protocol):
     @property
     def app(self) -> ASGIApp: ...
 
-    def lifespan(self, service: ArtifactService) -> AbstractAsyncContextManager[None]: ...
+    def lifespan(self, runtime: Runtime) -> AbstractAsyncContextManager[None]:
+        """Runs while the app runs, with what the composition root built (the service, the authenticator)."""
+        ...
 
 
 def create_app(
@@ -50,22 +53,13 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
-            running = service
-            if running is None:
-                from blobstore.runtime import open_service
-
-                running = await stack.enter_async_context(open_service(settings, server=True))
-                # Finds out what the storage supports (S3: conditional writes, UploadPartCopy, aborts).
-                probe = getattr(running.blobs, "probe", None)
-                if probe is not None:
-                    await probe()
-            for extension in extensions:
-                await stack.enter_async_context(extension.lifespan(running))
             if service is None:
-                from blobstore.cleanup import periodic_cleanup
-
-                await stack.enter_async_context(periodic_cleanup(running, settings.cleanup_interval_seconds))
-            setattr(app.state, STATE_KEY, AppState(settings=settings, service=running))
+                runtime = await stack.enter_async_context(serve(settings))
+            else:
+                runtime = compose(service)
+            for extension in extensions:
+                await stack.enter_async_context(extension.lifespan(runtime))
+            setattr(app.state, STATE_KEY, AppState(settings=settings, runtime=runtime))
             try:
                 yield
             finally:
