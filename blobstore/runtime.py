@@ -194,16 +194,25 @@ async def open_runtime(
             await repo.close()
 
 
-async def count_active_tokens(settings: Settings) -> int:
-    """Active tokens in the configured database, which may not exist yet (a first start in SQLite mode)."""
-    url = settings.resolved_database_url
+@contextlib.asynccontextmanager
+async def open_repository(settings: Settings) -> AsyncIterator[MetadataRepository]:
+    """The metadata repository alone (token administration), the embedded database created or brought up to
+    date first."""
     if settings.is_embedded:
-        path = make_url(url).database
-        if not path or not await anyio.Path(path).exists():
-            return 0
-        await upgrade_async(url)
-    repo = await MetadataRepository.open(url)
+        prepare_data_dir(settings)
+        await upgrade_async(settings.resolved_database_url)
+    repo = await MetadataRepository.open(settings.resolved_database_url)
     try:
-        return await repo.count_tokens()
+        yield repo
     finally:
         await repo.close()
+
+
+async def count_active_tokens(settings: Settings) -> int:
+    """Active tokens in the configured database, which may not exist yet (a first start in SQLite mode)."""
+    if settings.is_embedded:
+        path = make_url(settings.resolved_database_url).database
+        if not path or not await anyio.Path(path).exists():
+            return 0
+    async with open_repository(settings) as repo:
+        return await repo.count_tokens()
