@@ -1,7 +1,9 @@
 """The app factory: ``create_app(settings)`` builds the FastAPI app; its lifespan opens the runtime.
 
-Nothing is built at import time. Extensions (the MCP streamable-HTTP app) are mounted at their path and their
-lifespans entered with the running service, since Starlette does not run the lifespans of mounted apps.
+Nothing is built at import time. The lifespan opens the :class:`~blobstore.runtime.Runtime` (or composes one
+around a given service) and keeps it in typed state (:class:`~blobstore.api.deps.AppState`). Extensions (the
+MCP streamable-HTTP app) are mounted at their path and their lifespans entered with the runtime, since
+Starlette does not run the lifespans of mounted apps.
 """
 
 from __future__ import annotations
