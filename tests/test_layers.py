@@ -44,7 +44,9 @@ def test_the_import_contracts_are_kept() -> None:
 
 def test_every_module_has_a_place_in_the_layers() -> None:
     placed = {
-        name.strip() for layer in _contract("layers")["layers"] for name in layer.replace("|", ":").split(":")
+        name.strip()
+        for layer in _contract("layers")["layers"]
+        for name in layer.strip("()").replace("|", ":").split(":")
     }
     modules = {
         f"blobstore.{path.stem if path.is_file() else path.name}"
