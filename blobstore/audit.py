@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -30,6 +31,7 @@ from typing import Any, Final
 
 from blobstore.errors import from_os_error
 from blobstore.metadata.repository import AuditEvent
+from blobstore.models import Artifact, Caller
 
 logger = logging.getLogger("blobstore.audit")
 # Audit lines are not diagnostics: they are wanted at the default WARNING level of an unconfigured root.
@@ -81,6 +83,28 @@ class AuditLog:
             payload.setdefault(key, value)
         self._write(json.dumps(payload, separators=(",", ":"), sort_keys=True))
         return event
+
+    def outcome(
+        self,
+        caller: Caller,
+        action: str,
+        result: str,
+        started: float,
+        *,
+        artifact: Artifact | None = None,
+        size: int | None = None,
+    ) -> None:
+        """Record how ``caller``'s action that began at ``started`` (:func:`time.monotonic`) ended."""
+        self.record(
+            actor=caller.actor,
+            namespace=caller.namespace,
+            action=action,
+            result=result,
+            artifact_id=artifact.id if artifact else None,
+            size=size if size is not None else (artifact.size if artifact else None),
+            mime_type=artifact.mime_type if artifact else None,
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )
 
     def _write(self, line: str) -> None:
         if self.path == STDOUT:

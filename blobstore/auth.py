@@ -19,22 +19,17 @@ import ipaddress
 import re
 import secrets
 import time
-import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Final
-
-import anyio
+from typing import Final
 
 from blobstore.audit import AuditLog
+from blobstore.clock import Clock, utcnow
+from blobstore.config import Settings
 from blobstore.errors import Forbidden, InvalidRequest, Unauthorized
 from blobstore.models import Caller, Scope, TokenRecord
-
-if TYPE_CHECKING:
-    from blobstore.config import Settings
-    from blobstore.metadata.repository import MetadataRepository
-    from blobstore.service import ArtifactService
+from blobstore.records import TokenLookup, TokenStore
 
 TOKEN_PREFIX: Final = "bst_"  # noqa: S105 - a format marker, not a credential
 TOKEN_ID_LENGTH: Final = 16
@@ -50,12 +45,6 @@ _TOKEN_ID = re.compile(rf"[A-Za-z0-9_-]{{{TOKEN_ID_LENGTH}}}")
 _SECRET = re.compile(r"[A-Za-z0-9_-]{43}")
 _DURATION = re.compile(r"(\d{1,9})([smhdw])")
 _UNIT_SECONDS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-Clock = Callable[[], datetime]
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +137,7 @@ def require_scope(caller: Caller, scope: Scope) -> Caller:
 
 
 async def create_token(
-    repo: MetadataRepository,
+    repo: TokenStore,
     *,
     namespace: str,
     scopes: frozenset[Scope],
@@ -196,7 +185,7 @@ class Authenticator:
 
     def __init__(
         self,
-        repo: MetadataRepository,
+        repo: TokenLookup,
         *,
         allow_local: bool,
         require_loopback_client: bool = True,
@@ -212,6 +201,20 @@ class Authenticator:
         self.clock = clock
         self._has_tokens: bool | None = None
         self._checked_at = 0.0
+
+    @classmethod
+    def for_settings(
+        cls, settings: Settings, repo: TokenLookup, *, audit: AuditLog, clock: Clock
+    ) -> Authenticator:
+        """The authenticator a server with ``settings`` uses: local mode only where the settings allow it."""
+        return cls(
+            repo,
+            allow_local=settings.binds_loopback_only or settings.insecure_no_auth,
+            require_loopback_client=not settings.insecure_no_auth,
+            cache_seconds=settings.auth_cache_seconds,
+            audit=audit,
+            clock=clock,
+        )
 
     def forget(self) -> None:
         self._has_tokens = None
@@ -251,43 +254,3 @@ class Authenticator:
 
     def _refuse(self, actor: str, result: str, *, namespace: str | None = None) -> None:
         self.audit.record(actor=actor, namespace=namespace, action="authenticate", result=result)
-
-
-_AUTHENTICATORS: weakref.WeakKeyDictionary[ArtifactService, Authenticator] = weakref.WeakKeyDictionary()
-
-
-def authenticator_for(service: ArtifactService) -> Authenticator:
-    """The one authenticator of a running service, shared by the HTTP API and MCP over HTTP."""
-    found = _AUTHENTICATORS.get(service)
-    if found is None:
-        settings = service.settings
-        found = Authenticator(
-            service.repo,
-            allow_local=settings.binds_loopback_only or settings.insecure_no_auth,
-            require_loopback_client=not settings.insecure_no_auth,
-            cache_seconds=settings.auth_cache_seconds,
-            audit=service.audit,
-            clock=service.clock,
-        )
-        _AUTHENTICATORS[service] = found
-    return found
-
-
-async def count_active_tokens(settings: Settings) -> int:
-    """Active tokens in the configured database, which may not exist yet (a first start in SQLite mode)."""
-    from sqlalchemy.engine import make_url
-
-    from blobstore.metadata.migrate import upgrade_async
-    from blobstore.metadata.repository import MetadataRepository
-
-    url = settings.resolved_database_url
-    if settings.is_embedded:
-        path = make_url(url).database
-        if not path or not await anyio.Path(path).exists():
-            return 0
-        await upgrade_async(url)
-    repo = await MetadataRepository.open(url)
-    try:
-        return await repo.count_tokens()
-    finally:
-        await repo.close()

@@ -36,18 +36,20 @@ import random
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
+from typing import Any, Literal, Protocol, get_args
 
 import anyio
 
 from blobstore import metrics
+from blobstore.audit import AuditLog
+from blobstore.clock import Clock
 from blobstore.errors import BlobstoreError, InvalidRequest
-from blobstore.events import ArtifactChange, ArtifactEvent
+from blobstore.events import ArtifactChange, ArtifactEvent, ArtifactEvents
 from blobstore.models import UploadSession, UploadState
-from blobstore.storage.base import StoredObject
-
-if TYPE_CHECKING:
-    from blobstore.service import ArtifactService
+from blobstore.records import CleanupRecords
+from blobstore.service import ArtifactService
+from blobstore.storage.base import BlobStore, StoredObject
+from blobstore.upload_sessions import UploadManager
 
 logger = logging.getLogger("blobstore.cleanup")
 
@@ -151,33 +153,42 @@ def parse_steps(names: Iterable[str] | None) -> tuple[Step, ...]:
 
 
 class Cleanup:
-    """One cleanup run over a service's storage and metadata."""
+    """One cleanup run over a store's metadata and storage."""
 
     def __init__(
         self,
-        service: ArtifactService,
         *,
-        grace_seconds: int | None = None,
+        repo: CleanupRecords,
+        blobs: BlobStore,
+        uploads: UploadManager,
+        audit: AuditLog,
+        events: ArtifactEvents,
+        clock: Clock,
+        grace_seconds: int,
+        upload_ttl_seconds: int,
         dry_run: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
         progress: CleanupProgress | None = None,
     ) -> None:
-        grace = service.settings.gc_grace_seconds if grace_seconds is None else grace_seconds
-        if grace < 0:
+        if grace_seconds < 0:
             raise InvalidRequest("grace must be >= 0 seconds")
         if batch_size <= 0:
             raise InvalidRequest("batch size must be positive")
-        self.service = service
-        self.repo = service.repo
-        self.blobs = service.blobs
-        self.grace = timedelta(seconds=grace)
+        self.repo = repo
+        self.blobs = blobs
+        self.uploads = uploads
+        self.audit = audit
+        self.events = events
+        self.clock = clock
+        self.grace = timedelta(seconds=grace_seconds)
+        self.upload_ttl = timedelta(seconds=upload_ttl_seconds)
         self.dry_run = dry_run
         self.batch_size = batch_size
         self.progress = progress
         self._due_cache: tuple[datetime, dict[str, int]] | None = None
 
     async def run(self, steps: Sequence[Step] = STEPS) -> CleanupReport:
-        report = CleanupReport(self.dry_run, int(self.grace.total_seconds()), self.service.clock())
+        report = CleanupReport(self.dry_run, int(self.grace.total_seconds()), self.clock())
         runners = {
             "expire": self.expire,
             "uploads": self.purge_uploads,
@@ -226,7 +237,7 @@ class Cleanup:
 
     async def expire(self) -> StepResult:
         result = StepResult("expire")
-        now = self.service.clock()
+        now = self.clock()
         due = await self._due(now)
         self._started("expire", due.get("expired_artifacts"))
         if self.dry_run:
@@ -238,7 +249,7 @@ class Cleanup:
             for artifact in batch:
                 result.items += 1
                 result.expired_bytes += artifact.size
-                self.service.audit.record(
+                self.audit.record(
                     actor=CLEANUP_ACTOR,
                     namespace=artifact.namespace,
                     action="expire",
@@ -247,9 +258,7 @@ class Cleanup:
                     size=artifact.size,
                     mime_type=artifact.mime_type,
                 )
-                await self.service.events.emit(
-                    ArtifactEvent(ArtifactChange.EXPIRED, artifact.id, artifact.namespace)
-                )
+                await self.events.emit(ArtifactEvent(ArtifactChange.EXPIRED, artifact.id, artifact.namespace))
             self._advance("expire", len(batch))
             if len(batch) < self.batch_size:
                 return result
@@ -258,7 +267,7 @@ class Cleanup:
 
     async def purge_uploads(self) -> StepResult:
         result = StepResult("uploads")
-        now = self.service.clock()
+        now = self.clock()
         due = await self._due(now)
         self._started("uploads", due.get("expired_uploads"))
         if self.dry_run:
@@ -274,7 +283,7 @@ class Cleanup:
 
     async def _recover_completions(self, now: datetime, result: StepResult) -> None:
         """Roll completions whose completer is gone back to ``open`` (a dry run only counts them)."""
-        manager = self.service.uploads
+        manager = self.uploads
         after = ""
         while True:
             batch = await self.repo.list_completing_uploads(after_id=after, limit=self.batch_size)
@@ -299,7 +308,7 @@ class Cleanup:
                 return
 
     async def _expire_upload(self, session: UploadSession, now: datetime, result: StepResult) -> None:
-        if session.state is UploadState.COMPLETING and not self.service.uploads.abandoned(session, now):
+        if session.state is UploadState.COMPLETING and not self.uploads.abandoned(session, now):
             # A live completer (it keeps renewing its lease) is still reading the staged chunks.
             result.add("completing_deferred")
             return
@@ -316,7 +325,7 @@ class Cleanup:
         result.items += 1
         result.bytes += staged
         self._advance("uploads")
-        self.service.audit.record(
+        self.audit.record(
             actor=CLEANUP_ACTOR, namespace=session.namespace, action="upload_expire", result="ok", size=staged
         )
 
@@ -352,7 +361,7 @@ class Cleanup:
 
     async def sweep_blobs(self) -> StepResult:
         result = StepResult("blobs")
-        now = self.service.clock()
+        now = self.clock()
         # Marks carry ``now`` and "unreferenced since before" is strict, so with no grace at all the cut is a
         # tick later: what this run marks is due in this run (``cleanup --grace 0`` frees in one go).
         older_than = now - self.grace if self.grace else now + timedelta(microseconds=1)
@@ -393,7 +402,7 @@ class Cleanup:
 
     async def sweep_orphans(self) -> StepResult:
         result = StepResult("orphans")
-        now = self.service.clock()
+        now = self.clock()
         self._started("orphans", None)
         async with self.repo.try_advisory_lock(ORPHAN_LOCK) as mine:
             if not mine:
@@ -421,7 +430,7 @@ class Cleanup:
                 # An interrupted put or join may have run as long as an upload may live (S3 multipart uploads
                 # are dated by their start, not their last part). Local temp files tell whether their writer
                 # still lives, so those of dead writers go once the grace has passed.
-                longest_write = max(self.grace, timedelta(seconds=self.service.settings.upload_ttl_seconds))
+                longest_write = max(self.grace, self.upload_ttl)
                 swept = await self.blobs.sweep_temp(now - longest_write, abandoned_before=now - self.grace)
                 result.add("temp_files", swept)
         return result
@@ -446,9 +455,21 @@ async def run_cleanup(
     batch_size: int = DEFAULT_BATCH_SIZE,
     progress: CleanupProgress | None = None,
 ) -> CleanupReport:
-    """Run the cleanup ``steps`` (all by default, in order) once and report what they freed."""
+    """Run the cleanup ``steps`` (all by default, in order) once over ``service``'s stores and report what
+    they freed; ``grace_seconds`` defaults to the settings' grace period."""
+    settings = service.settings
     cleanup = Cleanup(
-        service, grace_seconds=grace_seconds, dry_run=dry_run, batch_size=batch_size, progress=progress
+        repo=service.repo,
+        blobs=service.blobs,
+        uploads=service.uploads,
+        audit=service.audit,
+        events=service.events,
+        clock=service.clock,
+        grace_seconds=settings.gc_grace_seconds if grace_seconds is None else grace_seconds,
+        upload_ttl_seconds=settings.upload_ttl_seconds,
+        dry_run=dry_run,
+        batch_size=batch_size,
+        progress=progress,
     )
     return await cleanup.run(steps)
 

@@ -67,8 +67,8 @@ class Settings(BaseSettings):
     max_json_body: int = Field(default=1 * MiB, gt=0)
     storage_chunk_size: int = Field(default=1 * MiB, gt=0)
     tus_chunk_size: int = Field(default=1 * MiB, gt=0)
-    """Staged chunk size of tus uploads, whose PATCHes arrive at any offset and length (``blobstore.tus``);
-    clamped into ``[min_chunk_size, max_chunk_size]``."""
+    """Staged chunk size of tus uploads, whose PATCHes arrive at any offset and length
+    (``blobstore.tus_uploads``); clamped into ``[min_chunk_size, max_chunk_size]``."""
     io_threads: int = Field(default=16, gt=0)
 
     # Time.

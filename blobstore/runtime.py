@@ -1,14 +1,22 @@
-"""Composition of the service from settings: the only place (with the CLI) that picks concrete backends."""
+"""The composition root: settings → repository, blob store, audit log → service, upload sessions, tus,
+authenticator, held together in one :class:`Runtime`. The only place that picks concrete backends; the edges
+(HTTP app, MCP server, CLI) receive what it built.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
+import anyio
 import anyio.to_thread
+from sqlalchemy.engine import make_url
 
 from blobstore.audit import STDOUT, AuditLog
+from blobstore.auth import Authenticator
+from blobstore.cleanup import periodic_cleanup
 from blobstore.config import Settings
 from blobstore.diskspace import RESERVE_FILE_NAME, SpaceReserve
 from blobstore.metadata.lock import DataDirLock
@@ -16,8 +24,47 @@ from blobstore.metadata.migrate import upgrade_async
 from blobstore.metadata.repository import MetadataRepository, sqlite_file
 from blobstore.service import ArtifactService
 from blobstore.storage import BlobStore, open_blob_store
+from blobstore.tus_uploads import TusUploads
+from blobstore.upload_sessions import UploadManager
 
 logger = logging.getLogger("blobstore")
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """Everything a running store is made of, built once from settings (never at import)."""
+
+    settings: Settings
+    service: ArtifactService
+    tus: TusUploads
+    """One per running store: requests for one upload share its lock."""
+    authenticator: Authenticator
+
+    @property
+    def repo(self) -> MetadataRepository:
+        return self.service.repo
+
+    @property
+    def blobs(self) -> BlobStore:
+        return self.service.blobs
+
+    @property
+    def uploads(self) -> UploadManager:
+        return self.service.uploads
+
+
+def compose(service: ArtifactService) -> Runtime:
+    """The runtime around an open service: its stores, and the tus layer and authenticator over them."""
+    return Runtime(
+        settings=service.settings,
+        service=service,
+        tus=TusUploads(
+            settings=service.settings, uploads=service.uploads, repo=service.repo, clock=service.now
+        ),
+        authenticator=Authenticator.for_settings(
+            service.settings, service.repo, audit=service.audit, clock=service.now
+        ),
+    )
 
 
 def prepare_data_dir(settings: Settings) -> None:
@@ -87,7 +134,28 @@ async def probe_storage(settings: Settings) -> None:
 async def open_service(
     settings: Settings, *, server: bool = False, migrate: bool | None = None
 ) -> AsyncIterator[ArtifactService]:
-    """Open storage and metadata, yield the service, close both.
+    """Open storage and metadata, yield the service, close both (see :func:`open_runtime`)."""
+    async with open_runtime(settings, server=server, migrate=migrate) as runtime:
+        yield runtime.service
+
+
+@contextlib.asynccontextmanager
+async def serve(settings: Settings) -> AsyncIterator[Runtime]:
+    """A server's runtime: opened as the one server of its data directory, the storage probed for what it
+    supports (S3: conditional writes, UploadPartCopy, aborts), periodic cleanup running in the background."""
+    async with open_runtime(settings, server=True) as runtime:
+        probe = getattr(runtime.blobs, "probe", None)
+        if probe is not None:
+            await probe()
+        async with periodic_cleanup(runtime.service, settings.cleanup_interval_seconds):
+            yield runtime
+
+
+@contextlib.asynccontextmanager
+async def open_runtime(
+    settings: Settings, *, server: bool = False, migrate: bool | None = None
+) -> AsyncIterator[Runtime]:
+    """Open storage and metadata, yield the runtime built on them, close both.
 
     ``server=True`` takes the data-directory lock in SQLite mode, so a second server cannot open the same data
     directory; admin commands pass ``server=False`` and work beside a running server. Migrations run at start
@@ -112,14 +180,39 @@ async def open_service(
                 logger.warning("the disk reserve could not be allocated in full: the disk is nearly full")
             blobs = blob_store_for(settings)
             try:
-                yield ArtifactService(
+                service = ArtifactService(
                     settings=settings,
                     blobs=blobs,
                     repo=repo,
                     audit=open_audit_log(settings, reserve),
                     sole_server=sole_server,
                 )
+                yield compose(service)
             finally:
                 await blobs.close()
         finally:
             await repo.close()
+
+
+@contextlib.asynccontextmanager
+async def open_repository(settings: Settings) -> AsyncIterator[MetadataRepository]:
+    """The metadata repository alone (token administration), the embedded database created or brought up to
+    date first."""
+    if settings.is_embedded:
+        prepare_data_dir(settings)
+        await upgrade_async(settings.resolved_database_url)
+    repo = await MetadataRepository.open(settings.resolved_database_url)
+    try:
+        yield repo
+    finally:
+        await repo.close()
+
+
+async def count_active_tokens(settings: Settings) -> int:
+    """Active tokens in the configured database, which may not exist yet (a first start in SQLite mode)."""
+    if settings.is_embedded:
+        path = make_url(settings.resolved_database_url).database
+        if not path or not await anyio.Path(path).exists():
+            return 0
+    async with open_repository(settings) as repo:
+        return await repo.count_tokens()

@@ -2,20 +2,23 @@
 
 It owns the rules that cross storage and metadata: verify while writing, publish the blob, then commit the row
 (dedup onto an existing live blob only after every byte was received and hashed), and scope every read by
-namespace. Chunked uploads live in :mod:`blobstore.uploads` and are reached through this class too.
+namespace. Chunked uploads live in :mod:`blobstore.upload_sessions`; this class builds their manager with the
+collaborators it shares (repository, blob store, audit log, clock) and itself as the publisher of a joined
+upload, and lends it to the edges as :attr:`ArtifactService.uploads`.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from blobstore import metrics
 from blobstore.audit import AuditLog
+from blobstore.clock import Clock, utcnow
 from blobstore.config import Settings
 from blobstore.errors import BlobstoreError, InvalidRequest, NotFound, QuotaExceeded, RangeRequired, TooLarge
 from blobstore.events import ArtifactChange, ArtifactEvent, ArtifactEvents
@@ -25,15 +28,10 @@ from blobstore.metadata.repository import UNSET, CompletionClaim, MetadataReposi
 from blobstore.models import Artifact, BlobRecord, Caller, Page
 from blobstore.ranges import Window, window
 from blobstore.storage.base import BlobInfo, BlobStore, SupportsLocalPath
-from blobstore.uploads import UploadManager
+from blobstore.upload_sessions import UploadManager
 from blobstore.validation import validate_metadata, validate_mime, validate_name
 
-Clock = Callable[[], datetime]
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
+__all__ = ["CURSOR_PATTERN", "ArtifactService", "Clock", "decode_cursor", "encode_cursor", "utcnow"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -65,14 +63,25 @@ class ArtifactService:
         sole_server: bool = False,
     ) -> None:
         self.settings = settings
-        self.sole_server = sole_server
-        """True when this process holds the data-directory lock: no other server uses this database."""
         self.blobs = blobs
         self.repo = repo
         self.audit = audit or AuditLog()
         self.clock = clock
         self.events = ArtifactEvents()
-        self.uploads = UploadManager(self)
+        self.uploads = UploadManager(
+            settings=settings,
+            repo=repo,
+            blobs=blobs,
+            audit=self.audit,
+            clock=self.now,
+            publisher=self,
+            sole_server=sole_server,
+        )
+
+    def now(self) -> datetime:
+        """The store's time. Collaborators get this method as their clock, so that swapping :attr:`clock`
+        (an admin's or a test's time travel) moves every rule with a deadline at once."""
+        return self.clock()
 
     # -- time-to-live ---------------------------------------------------------------------------------------
 
@@ -147,9 +156,9 @@ class ArtifactService:
                 pinned=pinned,
             )
         except BlobstoreError as exc:
-            self._audit(caller, "upload", exc.code, started, size=expected_size)
+            self.audit.outcome(caller, "upload", exc.code, started, size=expected_size)
             raise
-        self._audit(caller, "upload", "ok", started, artifact=artifact)
+        self.audit.outcome(caller, "upload", "ok", started, artifact=artifact)
         return artifact
 
     async def publish(
@@ -246,7 +255,7 @@ class ArtifactService:
         if win.length:
             async for piece in self.stream(blob, win.offset, win.end):
                 parts.append(piece)
-        self._audit(caller, "read", "ok", started, artifact=artifact, size=win.length)
+        self.audit.outcome(caller, "read", "ok", started, artifact=artifact, size=win.length)
         return artifact, win, b"".join(parts)
 
     async def read_all(self, caller: Caller, artifact_id: str, *, limit: int) -> tuple[Artifact, bytes]:
@@ -279,7 +288,7 @@ class ArtifactService:
         deleted = await self.repo.freeing(lambda: self.repo.delete_artifact(caller.namespace, artifact_id))
         if deleted is None:
             raise NotFound()
-        self._audit(caller, "delete", "ok", started, artifact=deleted)
+        self.audit.outcome(caller, "delete", "ok", started, artifact=deleted)
         await self.events.emit(ArtifactEvent(ArtifactChange.DELETED, deleted.id, deleted.namespace))
         return deleted
 
@@ -299,26 +308,3 @@ class ArtifactService:
 
     async def get_blob_record(self, blob_id: int) -> BlobRecord | None:
         return await self.repo.get_blob(blob_id)
-
-    # -- audit ----------------------------------------------------------------------------------------------
-
-    def _audit(
-        self,
-        caller: Caller,
-        action: str,
-        result: str,
-        started: float,
-        *,
-        artifact: Artifact | None = None,
-        size: int | None = None,
-    ) -> None:
-        self.audit.record(
-            actor=caller.actor,
-            namespace=caller.namespace,
-            action=action,
-            result=result,
-            artifact_id=artifact.id if artifact else None,
-            size=size if size is not None else (artifact.size if artifact else None),
-            mime_type=artifact.mime_type if artifact else None,
-            duration_ms=int((time.monotonic() - started) * 1000),
-        )

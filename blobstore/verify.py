@@ -11,16 +11,16 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
 
+from blobstore.clock import Clock
 from blobstore.errors import Corruption, InvalidRequest, NotFound
-
-if TYPE_CHECKING:
-    from blobstore.service import ArtifactService
+from blobstore.records import BlobListing
+from blobstore.storage.base import BlobStore
 
 PAGE = 500
 _TOMBSTONED = "tombstoned"
@@ -67,14 +67,17 @@ class VerifyReport:
 
 
 async def verify_store(
-    service: ArtifactService,
+    repo: BlobListing,
+    blobs: BlobStore,
     *,
+    grace_seconds: int,
+    clock: Clock,
     sample: float = 1.0,
-    grace_seconds: int | None = None,
     rng: random.Random | None = None,
     progress: VerifyProgress | None = None,
 ) -> VerifyReport:
-    """Check a ``sample`` fraction (0 < sample <= 1) of the live blobs and list orphaned objects."""
+    """Check a ``sample`` fraction (0 < sample <= 1) of the live blobs and list the orphaned objects older
+    than ``grace_seconds``."""
     if not 0 < sample <= 1:
         raise InvalidRequest("sample must be in (0, 1]")
     chooser = rng or random.Random()  # sampling, not security
@@ -82,7 +85,7 @@ async def verify_store(
     hashing = anyio.CapacityLimiter(1)
     after = 0
     while True:
-        page = await service.repo.list_blobs(after_id=after, limit=PAGE)
+        page = await repo.list_blobs(after_id=after, limit=PAGE)
         for record in page:
             if record.state == _TOMBSTONED:
                 continue
@@ -93,11 +96,11 @@ async def verify_store(
             report.bytes_checked += record.info.size
             digest = hashlib.sha256()
             try:
-                async for piece in service.blobs.read(record.info):
+                async for piece in blobs.read(record.info):
                     await anyio.to_thread.run_sync(digest.update, piece, limiter=hashing)
             except NotFound:
                 # A sweep may have tombstoned and deleted it since the page was read: that is not a loss.
-                current = await service.repo.get_blob(record.id)
+                current = await repo.get_blob(record.id)
                 if current is not None and current.state != _TOMBSTONED:
                     report.missing.append(record.id)
             except Corruption:
@@ -110,17 +113,17 @@ async def verify_store(
         if len(page) < PAGE:
             break
         after = page[-1].id
-    await _find_orphans(service, report, grace_seconds)
+    await _find_orphans(repo, blobs, report, cutoff=clock() - timedelta(seconds=grace_seconds))
     return report
 
 
-async def _find_orphans(service: ArtifactService, report: VerifyReport, grace_seconds: int | None) -> None:
-    grace = service.settings.gc_grace_seconds if grace_seconds is None else grace_seconds
-    cutoff = service.clock() - timedelta(seconds=grace)
+async def _find_orphans(
+    repo: BlobListing, blobs: BlobStore, report: VerifyReport, *, cutoff: datetime
+) -> None:
     batch: list[tuple[str, int, bool]] = []
 
     async def flush() -> None:
-        known = await service.repo.known_storage_keys([key for key, _, _ in batch])
+        known = await repo.known_storage_keys([key for key, _, _ in batch])
         for key, size, old in batch:
             if key in known:
                 continue
@@ -131,7 +134,7 @@ async def _find_orphans(service: ArtifactService, report: VerifyReport, grace_se
                 report.recent_unknown += 1
         batch.clear()
 
-    async for stored in service.blobs.iter_objects():
+    async for stored in blobs.iter_objects():
         batch.append((stored.key, stored.size, stored.modified < cutoff))
         if len(batch) >= PAGE:
             await flush()

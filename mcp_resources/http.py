@@ -33,11 +33,11 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from blobstore.api.errors import error_response
-from blobstore.auth import Authenticator, authenticator_for
+from blobstore.auth import Authenticator
 from blobstore.config import Settings
 from blobstore.errors import BlobstoreError, LimitExceeded, Unauthorized
 from blobstore.models import Caller
-from blobstore.service import ArtifactService
+from blobstore.runtime import Runtime
 from mcp_resources.errors import to_mcp_error
 from mcp_resources.server import create_server
 from mcp_resources.tools import PROGRESS_TOOLS
@@ -246,10 +246,10 @@ class McpHttpExtension:
         await chosen.handle_request(scope, _replaying(messages, receive), send)
 
     @contextlib.asynccontextmanager
-    async def lifespan(self, service: ArtifactService) -> AsyncIterator[None]:
+    async def lifespan(self, runtime: Runtime) -> AsyncIterator[None]:
         # Stateless: a handshake-era request has no session to remember a subscription in and no stream to
         # push on, so only 2026-07-28 listen streams (each the response of its own request) get notifications.
-        server = create_server(service, caller_for=self._resolve, session_subscriptions=False)
+        server = create_server(runtime.service, caller_for=self._resolve, session_subscriptions=False)
         managers = [
             StreamableHTTPSessionManager(
                 app=server,
@@ -262,7 +262,7 @@ class McpHttpExtension:
         ]
         async with managers[0].run(), managers[1].run():
             self._manager, self._json_manager = managers
-            self._auth = authenticator_for(service)
+            self._auth = runtime.authenticator
             try:
                 yield
             finally:

@@ -1,7 +1,9 @@
-"""The app factory: ``create_app(settings)`` builds the FastAPI app; its lifespan opens the service.
+"""The app factory: ``create_app(settings)`` builds the FastAPI app; its lifespan opens the runtime.
 
-Nothing is built at import time. Extensions (the MCP streamable-HTTP app) are mounted at their path and their
-lifespans entered with the running service, since Starlette does not run the lifespans of mounted apps.
+Nothing is built at import time. The lifespan opens the :class:`~blobstore.runtime.Runtime` (or composes one
+around a given service) and keeps it in typed state (:class:`~blobstore.api.deps.AppState`). Extensions (the
+MCP streamable-HTTP app) are mounted at their path and their lifespans entered with the runtime, since
+Starlette does not run the lifespans of mounted apps.
 """
 
 from __future__ import annotations
@@ -16,15 +18,15 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from blobstore import __version__
-from blobstore.api import tus
 from blobstore.api.cors import Cors
 from blobstore.api.deps import STATE_KEY, AppState
 from blobstore.api.errors import install_error_handlers
 from blobstore.api.guard import MULTIPART_ALLOWANCE, BodyGuard, MessageGuard
 from blobstore.api.observe import Observe
 from blobstore.api.openapi import install_openapi
-from blobstore.api.routes import artifacts, health, metrics, uploads
+from blobstore.api.routes import artifacts, health, metrics, tus, uploads
 from blobstore.config import Settings
+from blobstore.runtime import Runtime, compose, serve
 from blobstore.service import ArtifactService
 
 
@@ -37,7 +39,9 @@ class AppExtension(Protocol):
     @property
     def app(self) -> ASGIApp: ...
 
-    def lifespan(self, service: ArtifactService) -> AbstractAsyncContextManager[None]: ...
+    def lifespan(self, runtime: Runtime) -> AbstractAsyncContextManager[None]:
+        """Runs while the app runs, with what the composition root built (the service, the authenticator)."""
+        ...
 
 
 def create_app(
@@ -51,22 +55,13 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
-            running = service
-            if running is None:
-                from blobstore.runtime import open_service
-
-                running = await stack.enter_async_context(open_service(settings, server=True))
-                # Finds out what the storage supports (S3: conditional writes, UploadPartCopy, aborts).
-                probe = getattr(running.blobs, "probe", None)
-                if probe is not None:
-                    await probe()
-            for extension in extensions:
-                await stack.enter_async_context(extension.lifespan(running))
             if service is None:
-                from blobstore.cleanup import periodic_cleanup
-
-                await stack.enter_async_context(periodic_cleanup(running, settings.cleanup_interval_seconds))
-            setattr(app.state, STATE_KEY, AppState(settings=settings, service=running))
+                runtime = await stack.enter_async_context(serve(settings))
+            else:
+                runtime = compose(service)
+            for extension in extensions:
+                await stack.enter_async_context(extension.lifespan(runtime))
+            setattr(app.state, STATE_KEY, AppState(settings=settings, runtime=runtime))
             try:
                 yield
             finally:

@@ -1,4 +1,4 @@
-"""Request dependencies: the service, the settings and the caller, each reached through one function.
+"""Request dependencies: the runtime's parts, the settings and the caller, each reached through one function.
 
 Every route takes its :class:`~blobstore.models.Caller` from :func:`get_caller`, so authentication and the
 scope check happen in one place for the whole API (MCP over HTTP uses the same authenticator).
@@ -13,9 +13,10 @@ from typing import Annotated
 from fastapi import Depends, Request
 from starlette.applications import Starlette
 
-from blobstore.auth import authenticator_for, require_scope
+from blobstore.auth import require_scope
 from blobstore.config import Settings
 from blobstore.models import Caller, Scope
+from blobstore.runtime import Runtime
 from blobstore.service import ArtifactService
 
 STATE_KEY = "blobstore"
@@ -26,7 +27,11 @@ class AppState:
     """What the lifespan puts on ``app.state``: built once per running app, never at import."""
 
     settings: Settings
-    service: ArtifactService
+    runtime: Runtime
+
+    @property
+    def service(self) -> ArtifactService:
+        return self.runtime.service
 
 
 def app_state(app: Starlette) -> AppState:
@@ -44,17 +49,19 @@ def get_service(request: Request) -> ArtifactService:
     return app_state(request.app).service
 
 
+def get_runtime(request: Request) -> Runtime:
+    return app_state(request.app).runtime
+
+
 def get_settings(request: Request) -> Settings:
     return app_state(request.app).settings
 
 
 async def authenticate(request: Request) -> Caller:
     """Who is asking, from the bearer token (or local mode); ``unauthorized`` otherwise. No scope checked."""
-    service = app_state(request.app).service
+    authenticator = app_state(request.app).runtime.authenticator
     client = request.client.host if request.client else None
-    return await authenticator_for(service).authenticate(
-        request.headers.get("authorization"), client_host=client
-    )
+    return await authenticator.authenticate(request.headers.get("authorization"), client_host=client)
 
 
 def scope_for_method(method: str) -> Scope:
@@ -86,6 +93,7 @@ def base_url(request: Request) -> str:
 
 
 ServiceDep = Annotated[ArtifactService, Depends(get_service)]
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 CallerDep = Annotated[Caller, Depends(get_caller)]
 BaseUrlDep = Annotated[str, Depends(base_url)]

@@ -163,7 +163,16 @@ def cleanup_command(
 def verify_command(data_dir: str | None, sample: float, as_json: bool) -> None:
     """Re-hash stored blobs; report missing, corrupt and orphaned ones (exit 1 if any is missing/corrupt)."""
     settings = settings_from(data_dir=data_dir)
-    report: VerifyReport = _with_service(settings, lambda service: verify_store(service, sample=sample))
+    report: VerifyReport = _with_service(
+        settings,
+        lambda service: verify_store(
+            service.repo,
+            service.blobs,
+            grace_seconds=settings.gc_grace_seconds,
+            clock=service.clock,
+            sample=sample,
+        ),
+    )
     if as_json:
         echo_json(report.to_dict())
     else:

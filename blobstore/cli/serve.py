@@ -16,12 +16,12 @@ import anyio
 import click
 from sqlalchemy.exc import SQLAlchemyError
 
-from blobstore.auth import LOCAL_NAMESPACE, count_active_tokens
+from blobstore.auth import LOCAL_NAMESPACE
 from blobstore.cli import main
 from blobstore.cli.common import data_dir_option, describe_error, fail, settings_from
 from blobstore.config import Settings
 from blobstore.errors import BlobstoreError, StorageUnavailable
-from blobstore.runtime import disk_reserve, prepare_to_serve
+from blobstore.runtime import count_active_tokens, disk_reserve, prepare_to_serve
 
 SERVERS: Final = ("granian", "uvicorn", "hypercorn")
 DEFAULT_SERVER: Final = "granian"

@@ -7,15 +7,13 @@ the secret).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import anyio
 import click
 
-from blobstore.audit import AuditLog
 from blobstore.auth import (
     IssuedToken,
     create_token,
@@ -30,36 +28,16 @@ from blobstore.config import Settings
 from blobstore.errors import BlobstoreError
 from blobstore.metadata.repository import MetadataRepository
 from blobstore.models import TokenRecord
+from blobstore.runtime import open_audit_log, open_repository
 
 T = TypeVar("T")
 
 CLI_ACTOR = "cli"
 
 
-@contextlib.asynccontextmanager
-async def _repository(settings: Settings) -> AsyncIterator[MetadataRepository]:
-    from blobstore.metadata.migrate import upgrade_async
-    from blobstore.runtime import prepare_data_dir
-
-    if settings.is_embedded:
-        prepare_data_dir(settings)
-        await upgrade_async(settings.resolved_database_url)
-    repo = await MetadataRepository.open(settings.resolved_database_url)
-    try:
-        yield repo
-    finally:
-        await repo.close()
-
-
-def _audit_log(settings: Settings) -> AuditLog:
-    from blobstore.runtime import open_audit_log
-
-    return open_audit_log(settings)
-
-
 def _run(settings: Settings, action: Callable[[MetadataRepository], Awaitable[T]]) -> T:
     async def run() -> T:
-        async with _repository(settings) as repo:
+        async with open_repository(settings) as repo:
             return await action(repo)
 
     try:
@@ -117,7 +95,7 @@ def create_command(
         issued = await create_token(
             repo, namespace=namespace, scopes=chosen, expires_at=expires_at, description=description, now=now
         )
-        _audit_log(settings).record(
+        open_audit_log(settings).record(
             actor=CLI_ACTOR,
             namespace=namespace,
             action="token_create",
@@ -172,7 +150,7 @@ def revoke_command(data_dir: str | None, token_id: str) -> None:
         found = next((record for record in await repo.list_tokens() if record.id == token_id), None)
         revoked = await repo.revoke_token(token_id, now=datetime.now(UTC))
         if revoked and found is not None:
-            _audit_log(settings).record(
+            open_audit_log(settings).record(
                 actor=CLI_ACTOR,
                 namespace=found.namespace,
                 action="token_revoke",

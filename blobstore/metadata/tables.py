@@ -94,7 +94,7 @@ uploads = sa.Table(
     sa.Column("artifact_id", sa.String(64), nullable=True),
     # The completion lease: who joins the chunks while the upload is ``completing``, and until when. The
     # owner renews it while it works; a completion whose lease ran out was abandoned (its process died) and
-    # is rolled back to ``open`` by the next request or cleanup run (``blobstore.uploads``).
+    # is rolled back to ``open`` by the next request or cleanup run (``blobstore.upload_sessions``).
     sa.Column("completion_owner", sa.String(64), nullable=True),
     sa.Column("completion_lease_until", Timestamp, nullable=True),
     sa.Index(None, "namespace", "state"),

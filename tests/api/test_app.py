@@ -1,4 +1,4 @@
-"""The app factory: extensions get the running service and are mounted at their path."""
+"""The app factory: extensions get the running runtime and are mounted at their path."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from starlette.types import Receive, Scope, Send
 
 from blobstore.api import create_app
 from blobstore.config import Settings
+from blobstore.runtime import Runtime
 from blobstore.service import ArtifactService
 from tests.api.conftest import Uploader
 
@@ -26,8 +27,8 @@ class RecordingExtension:
         await PlainTextResponse(f"mounted {scope['path']}")(scope, receive, send)
 
     @contextlib.asynccontextmanager
-    async def lifespan(self, service: ArtifactService) -> AsyncIterator[None]:
-        self.service = service
+    async def lifespan(self, runtime: Runtime) -> AsyncIterator[None]:
+        self.service = runtime.service
         self.events.append("enter")
         yield
         self.events.append("exit")

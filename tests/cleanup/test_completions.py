@@ -97,7 +97,7 @@ async def test_a_completion_that_keeps_renewing_is_not_expired_with_its_upload(
 async def test_a_lock_holder_knows_a_previous_holders_completion_is_dead_without_waiting(
     service: ArtifactService, caller: Caller, owner: str, recovered: bool
 ) -> None:
-    service.sole_server = True
+    service.uploads.sole_server = True
     upload_id = await _stuck(service, caller, owner.format(other="0" * 16, self=service.uploads.instance))
 
     state = (await service.uploads.get(caller, upload_id)).state

@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from blobstore.api import create_app
-from blobstore.auth import authenticator_for, create_token
+from blobstore.auth import create_token
 from blobstore.config import Settings
 from blobstore.models import Scope
 from blobstore.runtime import open_service
@@ -48,6 +48,8 @@ def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
         "storage_url": "memory://",
         "database_url": f"sqlite+aiosqlite:///{tmp_path / 'metadata.sqlite3'}",
         "audit_log": leaks.audit_log_path(tmp_path),
+        # A token issued beside the running app is seen by its next request.
+        "auth_cache_seconds": 0,
         **SMALL_LIMITS,
         **overrides,
     }
@@ -64,7 +66,6 @@ def payload(label: str, size: int = 3000) -> bytes:
 async def issue(service: ArtifactService, namespace: str, scopes: frozenset[Scope] = READ_WRITE) -> Tenant:
     issued = await create_token(service.repo, namespace=namespace, scopes=scopes)
     leaks.register_secret(issued.token)
-    authenticator_for(service).forget()
     return Tenant(namespace, issued.token, issued.record.id)
 
 

@@ -14,7 +14,7 @@ from fastapi import FastAPI
 
 from blobstore.api import create_app
 from blobstore.auth import (
-    authenticator_for,
+    Authenticator,
     bearer_token,
     create_token,
     parse_expiry,
@@ -197,8 +197,7 @@ async def test_scheme_is_case_insensitive(http: httpx.AsyncClient, tenant_a: Ten
 
 
 async def test_the_local_mode_answer_is_cached_and_reset_by_token_changes(service: ArtifactService) -> None:
-    auth = authenticator_for(service)
-    auth.cache_seconds = 3600.0
+    auth = Authenticator(service.repo, allow_local=True, cache_seconds=3600.0)
     assert not await auth.has_tokens()
     # Created behind the authenticator's back (another process): the cached answer stands...
     made = await create_token(service.repo, namespace="ns", scopes=frozenset({Scope.READ}))

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from blobstore.errors import ChunkIndexOutOfRange, InvalidRequest, SizeMismatch, UploadIncomplete
 from blobstore.models import ChunkRecord
-from blobstore.uploads import ChunkPlan
+from blobstore.upload_sessions import ChunkPlan
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -9,7 +9,7 @@ import anyio
 from blobstore.ids import new_upload_id
 from blobstore.metadata.repository import MetadataRepository, UploadTail
 from blobstore.models import ChunkRecord, UploadSession, UploadState
-from blobstore.tus import measure
+from blobstore.tus_uploads import measure
 
 CHUNK = 1024
 NOW = datetime(2025, 1, 1, tzinfo=UTC)

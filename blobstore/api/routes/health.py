@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from blobstore.api.deps import ServiceDep
+from blobstore.api.deps import RuntimeDep
 from blobstore.errors import BlobstoreError, StorageFull
 
 router = APIRouter(tags=["health"])
@@ -19,10 +19,10 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", summary="The database and the storage are reachable, and whether they are full")
-async def readyz(service: ServiceDep) -> JSONResponse:
+async def readyz(runtime: RuntimeDep) -> JSONResponse:
     checks: dict[str, Any] = {}
     details: dict[str, str] = {}
-    for name, check in (("database", service.repo.check), ("storage", service.blobs.check)):
+    for name, check in (("database", runtime.repo.check), ("storage", runtime.blobs.check)):
         try:
             await check()
         except BlobstoreError as exc:

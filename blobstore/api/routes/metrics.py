@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
 from blobstore import metrics
-from blobstore.api.deps import ServiceDep, require
+from blobstore.api.deps import RuntimeDep, require
 from blobstore.models import Caller, Scope
 
 router = APIRouter(tags=["metrics"])
@@ -20,7 +20,7 @@ router = APIRouter(tags=["metrics"])
 
 @router.get("/metrics", summary="Prometheus metrics of this process (admin scope)")
 async def get_metrics(
-    service: ServiceDep, _caller: Annotated[Caller, Depends(require(Scope.ADMIN))]
+    runtime: RuntimeDep, _caller: Annotated[Caller, Depends(require(Scope.ADMIN))]
 ) -> Response:
-    metrics.UPLOADS_OPEN.set(await service.repo.count_all_open_uploads())
+    metrics.UPLOADS_OPEN.set(await runtime.repo.count_all_open_uploads())
     return Response(metrics.exposition(), media_type=metrics.CONTENT_TYPE)

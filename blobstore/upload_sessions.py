@@ -22,10 +22,13 @@ import time
 from collections.abc import AsyncIterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 
+from blobstore.audit import AuditLog
+from blobstore.clock import Clock
+from blobstore.config import Settings
 from blobstore.digests import normalize_sha256
 from blobstore.errors import (
     BlobstoreError,
@@ -46,11 +49,9 @@ from blobstore.errors import (
 from blobstore.ids import check_id, new_upload_id
 from blobstore.metadata.repository import CompletionClaim, CompletionLost
 from blobstore.models import Artifact, Caller, ChunkRecord, UploadSession, UploadState, UploadStatus
-from blobstore.storage.base import ChunkReceipt, ProgressCallback
+from blobstore.records import UploadRecords
+from blobstore.storage.base import BlobInfo, BlobStore, ChunkReceipt, ProgressCallback
 from blobstore.validation import validate_metadata, validate_mime, validate_name
-
-if TYPE_CHECKING:
-    from blobstore.service import ArtifactService
 
 logger = logging.getLogger("blobstore.uploads")
 
@@ -112,10 +113,56 @@ def plan_for(session: UploadSession) -> ChunkPlan:
     return ChunkPlan(session.chunk_size, session.declared_size)
 
 
+def check_not_expired(session: UploadSession, now: datetime) -> None:
+    """Refuse an ``open`` upload whose lease ran out (cleanup moves it to ``expired`` later): every request
+    that writes to an upload, or asks how far it is, sees it expired from that moment on."""
+    if session.state is UploadState.OPEN and session.expires_at <= now:
+        raise UploadNotOpen("upload has expired", state=UploadState.EXPIRED.value)
+
+
+class ArtifactPublisher(Protocol):
+    """What a completion needs of the artifact rules: TTL, quota and the commit of a joined blob."""
+
+    def expiry_for(self, ttl_seconds: int | None, now: datetime) -> datetime: ...
+
+    async def check_quota(self, namespace: str, adding: int) -> None: ...
+
+    async def size_limit(self, namespace: str) -> tuple[int, bool]: ...
+
+    async def publish(
+        self,
+        caller: Caller,
+        blob: BlobInfo,
+        *,
+        name: str,
+        declared_mime: str | None,
+        expires_at: datetime | None,
+        metadata: dict[str, Any],
+        pinned: bool = False,
+        completion: CompletionClaim | None = None,
+    ) -> Artifact: ...
+
+
 class UploadManager:
-    def __init__(self, service: ArtifactService) -> None:
-        self.service = service
-        self.settings = service.settings
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        repo: UploadRecords,
+        blobs: BlobStore,
+        audit: AuditLog,
+        clock: Clock,
+        publisher: ArtifactPublisher,
+        sole_server: bool = False,
+    ) -> None:
+        self.settings = settings
+        self.repo = repo
+        self.blobs = blobs
+        self.audit = audit
+        self.clock = clock
+        self.publisher = publisher
+        self.sole_server = sole_server
+        """True when this process holds the data-directory lock: no other server uses this database."""
         self.instance = secrets.token_hex(8)
         """This process's part of every completion owner id it writes."""
 
@@ -152,7 +199,6 @@ class UploadManager:
         metadata: dict[str, Any] | None = None,
         protocol: str = "native",
     ) -> UploadSession:
-        svc = self.service
         name = validate_name(name)
         mime = validate_mime(mime_type)
         user_metadata = validate_metadata(metadata)
@@ -162,16 +208,16 @@ class UploadManager:
                 raise InvalidRequest("size must be >= 0")
             if size > self.settings.max_artifact_size:
                 raise TooLarge(max_size=self.settings.max_artifact_size)
-            await svc.check_quota(caller.namespace, size)
+            await self.publisher.check_quota(caller.namespace, size)
         chosen = self.choose_chunk_size(chunk_size, size)
-        now = svc.clock()
+        now = self.clock()
         if ttl_seconds is not None:
-            svc.expiry_for(ttl_seconds, now)  # validate now, not at completion
+            self.publisher.expiry_for(ttl_seconds, now)  # validate now, not at completion
         # A cheap early refusal; the count that decides is taken again under a lock when the row is inserted.
-        if await svc.repo.count_open_uploads(caller.namespace) >= self.settings.max_open_uploads:
+        if await self.repo.count_open_uploads(caller.namespace) >= self.settings.max_open_uploads:
             raise TooManyUploads(limit=self.settings.max_open_uploads)
         upload_id = new_upload_id()
-        staging_ref = await svc.blobs.stage_begin(upload_id, chunk_size=chosen)
+        staging_ref = await self.blobs.stage_begin(upload_id, chunk_size=chosen)
         session = UploadSession(
             id=upload_id,
             namespace=caller.namespace,
@@ -191,11 +237,11 @@ class UploadManager:
             artifact_id=None,
         )
         try:
-            await svc.repo.create_upload(session, max_open=self.settings.max_open_uploads)
+            await self.repo.create_upload(session, max_open=self.settings.max_open_uploads)
         except BaseException:
-            await svc.blobs.stage_abort(staging_ref)
+            await self.blobs.stage_abort(staging_ref)
             raise
-        svc.audit.record(
+        self.audit.record(
             actor=caller.actor, namespace=caller.namespace, action="upload_begin", result="ok", size=size
         )
         return session
@@ -204,11 +250,11 @@ class UploadManager:
 
     async def get(self, caller: Caller, upload_id: str) -> UploadSession:
         """The upload, with an abandoned completion first rolled back to ``open``."""
-        session = await self.service.repo.get_upload(caller.namespace, check_id(upload_id))
+        session = await self.repo.get_upload(caller.namespace, check_id(upload_id))
         if session is None:
             raise NotFound()
         if session.state is UploadState.COMPLETING and await self.recover(session, actor=caller.actor):
-            session = await self.service.repo.get_upload(caller.namespace, session.id)
+            session = await self.repo.get_upload(caller.namespace, session.id)
             if session is None:
                 raise NotFound()
         return session
@@ -220,13 +266,13 @@ class UploadManager:
         return timedelta(seconds=self.settings.completion_lease_seconds)
 
     def _new_owner(self) -> str:
-        kind = LOCK_HOLDER if self.service.sole_server else "P"
+        kind = LOCK_HOLDER if self.sole_server else "P"
         return f"{kind}:{self.instance}:{secrets.token_hex(6)}"
 
     def _owner_is_dead(self, owner: str | None) -> bool:
         """True when ``owner`` is known dead without its lease running out: it held the data-directory lock
         as another process, and this process holds that lock now."""
-        if owner is None or not self.service.sole_server:
+        if owner is None or not self.sole_server:
             return False
         kind, _, rest = owner.partition(":")
         return kind == LOCK_HOLDER and rest.partition(":")[0] != self.instance
@@ -244,11 +290,10 @@ class UploadManager:
         The compare-and-set re-checks the owner (and, unless the owner is known dead, the expiry) in the
         statement that writes, so a live completer that renewed its lease meanwhile keeps it.
         """
-        svc = self.service
-        now = svc.clock()
+        now = self.clock()
         if not self.abandoned(session, now):
             return False
-        released = await svc.repo.release_completion(
+        released = await self.repo.release_completion(
             session.id,
             owner=session.completion_owner,
             now=now,
@@ -256,17 +301,18 @@ class UploadManager:
         )
         if released:
             logger.warning("an abandoned completion went back to open (its completer stopped renewing)")
-            svc.audit.record(actor=actor, namespace=session.namespace, action="complete_recover", result="ok")
+            self.audit.record(
+                actor=actor, namespace=session.namespace, action="complete_recover", result="ok"
+            )
         return released
 
     async def _keep_lease(self, upload_id: str, owner: str) -> None:
         """Renew ``owner``'s completion lease every quarter lease until cancelled or the lease is gone."""
-        svc = self.service
         while True:
             await anyio.sleep(self.lease.total_seconds() / 4)
             try:
-                kept = await svc.repo.renew_completion(
-                    upload_id, owner=owner, lease_until=svc.clock() + self.lease
+                kept = await self.repo.renew_completion(
+                    upload_id, owner=owner, lease_until=self.clock() + self.lease
                 )
             except Exception as exc:  # a database hiccup: the next beat tries again
                 logger.warning("could not renew a completion lease: %s", type(exc).__name__)
@@ -277,15 +323,14 @@ class UploadManager:
 
     async def open_session(self, caller: Caller, upload_id: str) -> UploadSession:
         session = await self.get(caller, upload_id)
-        if session.state is UploadState.OPEN and session.expires_at <= self.service.clock():
-            raise UploadNotOpen("upload has expired", state=UploadState.EXPIRED.value)
+        check_not_expired(session, self.clock())
         if session.state is not UploadState.OPEN:
             raise UploadNotOpen(f"upload is {session.state.value}", state=session.state.value)
         return session
 
     async def status(self, caller: Caller, upload_id: str) -> UploadStatus:
         session = await self.get(caller, upload_id)
-        chunks = await self.service.repo.list_chunks(session.id)
+        chunks = await self.repo.list_chunks(session.id)
         have = {chunk.index for chunk in chunks}
         return UploadStatus(
             session=session,
@@ -306,7 +351,6 @@ class UploadManager:
         sha256: str | None = None,
         xxh3: str | None = None,
     ) -> ChunkRecord:
-        svc = self.service
         session = await self.open_session(caller, upload_id)
         if index < 0 or index >= self.settings.max_chunks_per_upload:
             raise ChunkIndexOutOfRange(index=index)
@@ -314,12 +358,12 @@ class UploadManager:
         expected = plan.expected_length(index)
         if session.declared_size is None:
             # No declared size to check up front: refuse a chunk that starts past what may still be stored.
-            limit, quota_bound = await svc.size_limit(caller.namespace)
+            limit, quota_bound = await self.publisher.size_limit(caller.namespace)
             if index > 0 and index * session.chunk_size >= limit:
                 if quota_bound:
                     raise QuotaExceeded(quota=self.settings.namespace_quota_bytes)
                 raise TooLarge(max_size=self.settings.max_artifact_size)
-        receipt = await svc.blobs.stage_put(
+        receipt = await self.blobs.stage_put(
             session.staging_ref,
             index,
             data,
@@ -334,13 +378,13 @@ class UploadManager:
             size=receipt.size,
             sha256=receipt.sha256,
             xxh3=receipt.xxh3,
-            received_at=svc.clock(),
+            received_at=self.clock(),
         )
-        stored = await svc.repo.record_chunk(record)
+        stored = await self.repo.record_chunk(record)
         if (stored.sha256, stored.size) != (record.sha256, record.size):
             raise ChunkConflict(index=index)
         # A chunk that raced a completion or an abort was not part of it: say so rather than claim success.
-        current = await svc.repo.get_upload(caller.namespace, session.id)
+        current = await self.repo.get_upload(caller.namespace, session.id)
         if current is None or current.state not in (UploadState.OPEN, UploadState.COMPLETING):
             raise UploadNotOpen(state=current.state.value if current else "gone")
         return stored
@@ -355,7 +399,6 @@ class UploadManager:
         sha256: str | None = None,
         progress: ProgressCallback | None = None,
     ) -> Artifact:
-        svc = self.service
         started = time.monotonic()
         deadline = started + COMPLETION_WAIT_SECONDS
         claimed = normalize_sha256(sha256) if sha256 is not None else None
@@ -371,13 +414,12 @@ class UploadManager:
                     raise Conflict("completion is still in progress; retry later")
                 await anyio.sleep(COMPLETION_POLL_SECONDS)
                 continue
-            if session.state is UploadState.OPEN and session.expires_at <= svc.clock():
-                raise UploadNotOpen("upload has expired", state=UploadState.EXPIRED.value)
+            check_not_expired(session, self.clock())
             if session.state is not UploadState.OPEN:
                 raise UploadNotOpen(f"upload is {session.state.value}", state=session.state.value)
             owner = self._new_owner()
-            now = svc.clock()
-            if not await svc.repo.begin_completion(
+            now = self.clock()
+            if not await self.repo.begin_completion(
                 session.id, owner=owner, lease_until=now + self.lease, now=now
             ):
                 continue  # another request won the compare-and-set: look again
@@ -387,8 +429,8 @@ class UploadManager:
                 )
             except CompletionLost:
                 continue  # this request lost its lease to another completer: wait for that one's result
-            await svc.blobs.stage_abort(session.staging_ref)
-            svc._audit(caller, "complete", "ok", started, artifact=artifact)
+            await self.blobs.stage_abort(session.staging_ref)
+            self.audit.outcome(caller, "complete", "ok", started, artifact=artifact)
             return artifact
 
     async def _complete_as(
@@ -401,7 +443,6 @@ class UploadManager:
     ) -> Artifact:
         """Join and commit as completion ``owner``, renewing the lease meanwhile; on failure, give the upload
         back to the client (``open``) so that it may resend chunks or abort."""
-        svc = self.service
         try:
             failure: BaseException | None = None
             artifact: Artifact | None = None
@@ -419,12 +460,12 @@ class UploadManager:
             return artifact
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
-                await svc.repo.release_completion(
-                    session.id, owner=owner, now=svc.clock(), expired_only=False
+                await self.repo.release_completion(
+                    session.id, owner=owner, now=self.clock(), expired_only=False
                 )
             if not isinstance(exc, CompletionLost):
                 code = exc.code if isinstance(exc, BlobstoreError) else "internal"
-                svc.audit.record(
+                self.audit.record(
                     actor=caller.actor, namespace=caller.namespace, action="complete", result=code
                 )
             raise
@@ -437,21 +478,20 @@ class UploadManager:
         progress: ProgressCallback | None,
         claim: CompletionClaim,
     ) -> Artifact:
-        svc = self.service
-        chunks = await svc.repo.list_chunks(session.id)
+        chunks = await self.repo.list_chunks(session.id)
         total = plan_for(session).check_complete(chunks)
         if total > self.settings.max_artifact_size:
             raise TooLarge(max_size=self.settings.max_artifact_size)
-        await svc.check_quota(caller.namespace, total)
+        await self.publisher.check_quota(caller.namespace, total)
         receipts = [
             ChunkReceipt(c.index, c.size, c.sha256, c.xxh3) for c in sorted(chunks, key=lambda c: c.index)
         ]
-        blob = await svc.blobs.stage_commit(
+        blob = await self.blobs.stage_commit(
             session.staging_ref, receipts, expected_size=total, expected_sha256=sha256, progress=progress
         )
-        now = svc.clock()
-        expires_at = svc.expiry_for(session.ttl_seconds, now)
-        return await svc.publish(
+        now = self.clock()
+        expires_at = self.publisher.expiry_for(session.ttl_seconds, now)
+        return await self.publisher.publish(
             caller,
             blob,
             name=session.name,
@@ -464,19 +504,21 @@ class UploadManager:
     async def _completed_artifact(self, caller: Caller, session: UploadSession) -> Artifact:
         if session.artifact_id is None:
             raise Conflict("upload completed without an artifact")
-        return await self.service.get_artifact(caller, session.artifact_id)
+        artifact = await self.repo.get_artifact(caller.namespace, session.artifact_id, now=self.clock())
+        if artifact is None:
+            raise NotFound()
+        return artifact
 
     # -- abort ---------------------------------------------------------------------------------------------
 
     async def abort(self, caller: Caller, upload_id: str) -> None:
-        svc = self.service
         session = await self.get(caller, upload_id)
         if session.state is UploadState.ABORTED:
             return
         # Aborting frees staged chunks, so like a delete it gets through on a full disk.
-        won = await svc.repo.freeing(
-            lambda: svc.repo.transition_upload(
-                session.id, from_states=[UploadState.OPEN], to_state=UploadState.ABORTED, now=svc.clock()
+        won = await self.repo.freeing(
+            lambda: self.repo.transition_upload(
+                session.id, from_states=[UploadState.OPEN], to_state=UploadState.ABORTED, now=self.clock()
             )
         )
         if not won:
@@ -484,5 +526,5 @@ class UploadManager:
             if current.state is UploadState.ABORTED:
                 return
             raise UploadNotOpen(f"upload is {current.state.value}", state=current.state.value)
-        await svc.blobs.stage_abort(session.staging_ref)
-        svc.audit.record(actor=caller.actor, namespace=caller.namespace, action="abort", result="ok")
+        await self.blobs.stage_abort(session.staging_ref)
+        self.audit.record(actor=caller.actor, namespace=caller.namespace, action="abort", result="ok")

@@ -1,8 +1,9 @@
 """tus 1.0.0 at ``/tus/``: core, creation, creation-with-upload, expiration, checksum and termination.
 
 Off-the-shelf clients (tus-js-client, Uppy, tuspy) upload here unchanged. The bytes go through the chunked
-upload state machine (:mod:`blobstore.tus` maps tus offsets onto fixed chunks); when the last byte arrives the
-upload completes and the response names the artifact (``Blobstore-Artifact-Id`` and a ``Link`` to it).
+upload state machine (:mod:`blobstore.tus_uploads` maps tus offsets onto fixed chunks); when the last byte
+arrives the upload completes and the response names the artifact (``Blobstore-Artifact-Id`` and a ``Link`` to
+it).
 
 Errors are the usual problem+json bodies with the usual codes; only the statuses tus prescribes differ from
 :mod:`blobstore.api.errors` (460 for a checksum mismatch, 410 for an aborted or expired upload, 412 and 415).
@@ -19,7 +20,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.routing import APIRoute
 
 from blobstore.api.body import declared_length
-from blobstore.api.deps import BaseUrlDep, CallerDep, get_service
+from blobstore.api.deps import BaseUrlDep, CallerDep, app_state
 from blobstore.api.errors import error_response, problem_response, status_for
 from blobstore.api.headers import http_date
 from blobstore.api.tus_headers import (
@@ -50,7 +51,7 @@ from blobstore.api.tus_headers import (
 )
 from blobstore.errors import BlobstoreError, InvalidRequest
 from blobstore.models import Artifact, Caller, Scope, UploadSession, UploadState
-from blobstore.tus import Appended, BodyChecksum, TusProgress, TusUploads
+from blobstore.tus_uploads import Appended, BodyChecksum, TusProgress, TusUploads
 
 logger = logging.getLogger("blobstore.api")
 
@@ -58,7 +59,6 @@ ARTIFACT_ID_HEADER: Final = "Blobstore-Artifact-Id"
 DEFAULT_NAME: Final = "upload"
 NAME_KEYS: Final = ("filename", "name")
 MIME_KEYS: Final = ("filetype", "mime", "type")
-_STATE_KEY: Final = "blobstore_tus"
 _GONE_STATES: Final = frozenset({UploadState.ABORTED.value, UploadState.EXPIRED.value, "gone"})
 _LOGGED_CODES: Final = frozenset({"internal", "corruption", "storage_unavailable"})
 
@@ -145,13 +145,8 @@ def _overrides(request: Request) -> bool:
 
 
 def get_tus(request: Request) -> TusUploads:
-    """One :class:`TusUploads` per running service, so requests for one upload share its lock."""
-    service = get_service(request)
-    current = getattr(request.app.state, _STATE_KEY, None)
-    if not isinstance(current, TusUploads) or current.service is not service:
-        current = TusUploads(service)
-        setattr(request.app.state, _STATE_KEY, current)
-    return current
+    """The running store's :class:`TusUploads`: one per runtime, so requests for one upload share its lock."""
+    return app_state(request.app).runtime.tus
 
 
 TusDep = Annotated[TusUploads, Depends(get_tus)]

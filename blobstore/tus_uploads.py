@@ -1,9 +1,10 @@
 """tus uploads on top of the chunked-upload state machine: bytes at any offset and length onto fixed chunks.
 
 A tus PATCH carries whatever length the client chose, but a staged chunk must be exactly ``chunk_size`` bytes
-(only the last may be shorter). So a PATCH first completes the pending *tail*, stages every full chunk through
-:meth:`~blobstore.uploads.UploadManager.put_chunk`, and keeps the remainder (shorter than a chunk) as the new
-tail, durably, in the metadata (``upload_tails``). The tus offset is ``full_chunks * chunk_size + len(tail)``.
+(only the last may be shorter). So a PATCH first completes the pending *tail*, stages every full chunk
+through :meth:`~blobstore.upload_sessions.UploadManager.put_chunk`, and keeps the remainder (shorter than a
+chunk) as the new tail, durably, in the metadata (``upload_tails``). The tus offset is
+``full_chunks * chunk_size + len(tail)``.
 A tail row whose offset a staged chunk already covers is stale (a crash between staging a chunk and writing
 the tail) and ignored, so the offset never counts a byte twice.
 
@@ -30,6 +31,8 @@ from typing import IO, Any
 
 import anyio
 
+from blobstore.clock import Clock
+from blobstore.config import Settings
 from blobstore.errors import (
     BlobstoreError,
     ChecksumMismatch,
@@ -40,7 +43,8 @@ from blobstore.errors import (
 )
 from blobstore.metadata.repository import UploadTail
 from blobstore.models import Artifact, Caller, ChunkRecord, UploadSession, UploadState
-from blobstore.service import ArtifactService
+from blobstore.records import TailRecords
+from blobstore.upload_sessions import UploadManager, check_not_expired
 
 logger = logging.getLogger("blobstore.tus")
 
@@ -141,13 +145,15 @@ class BodyChecksum:
 
 
 class TusUploads:
-    """tus semantics (offsets, tails, completion on the last byte) over ``service.uploads``."""
+    """tus semantics (offsets, tails, completion on the last byte) over the chunked-upload state machine."""
 
-    def __init__(self, service: ArtifactService) -> None:
-        self.service = service
-        self.uploads = service.uploads
+    def __init__(
+        self, *, settings: Settings, uploads: UploadManager, repo: TailRecords, clock: Clock
+    ) -> None:
+        self.uploads = uploads
+        self.repo = repo
+        self.clock = clock
         self.locks = UploadLocks()
-        settings = service.settings
         self.chunk_size = min(max(settings.tus_chunk_size, settings.min_chunk_size), settings.max_chunk_size)
         self.max_size = min(settings.max_artifact_size, self.chunk_size * settings.max_chunks_per_upload)
         self._spool_limiter = anyio.CapacityLimiter(settings.io_threads)
@@ -182,12 +188,10 @@ class TusUploads:
         session = await self.uploads.get(caller, upload_id)
         if session.protocol != TUS_PROTOCOL:
             raise NotFound()
-        if session.state is UploadState.OPEN and session.expires_at <= self.service.clock():
-            raise UploadNotOpen("upload has expired", state=UploadState.EXPIRED.value)
+        check_not_expired(session, self.clock())
         if session.state in (UploadState.ABORTED, UploadState.EXPIRED):
             raise UploadNotOpen(f"upload is {session.state.value}", state=session.state.value)
-        repo = self.service.repo
-        return measure(session, await repo.list_chunks(session.id), await repo.get_tail(session.id))
+        return measure(session, await self.repo.list_chunks(session.id), await self.repo.get_tail(session.id))
 
     async def append(
         self,
@@ -220,7 +224,7 @@ class TusUploads:
     async def finish(self, caller: Caller, progress: TusProgress) -> Artifact:
         """Complete an upload whose bytes all arrived (verifying size and the declared sha256)."""
         artifact = await self.uploads.complete(caller, progress.session.id)
-        await self.service.repo.delete_tail(progress.session.id)
+        await self.repo.delete_tail(progress.session.id)
         return artifact
 
     async def terminate(self, caller: Caller, upload_id: str) -> None:
@@ -229,7 +233,7 @@ class TusUploads:
             if session.protocol != TUS_PROTOCOL:
                 raise NotFound()
             await self.uploads.abort(caller, upload_id)
-            await self.service.repo.delete_tail(session.id)
+            await self.repo.delete_tail(session.id)
 
     # -- writing --------------------------------------------------------------------------------------------
 
@@ -284,17 +288,17 @@ class TusUploads:
         if start + len(data) == session.declared_size:
             if data:
                 await self._stage(caller, session, start, data)
-            await self.service.repo.delete_tail(session.id)
+            await self.repo.delete_tail(session.id)
             return True
         if start == progress.full_chunks * chunk_size and data == progress.tail:
             return True  # nothing new
-        return await self.service.repo.put_tail(
+        return await self.repo.put_tail(
             session.id,
             expected_end=progress.tail_end,
             offset=start,
             data=data,
             chunk_size=chunk_size,
-            now=self.service.clock(),
+            now=self.clock(),
         )
 
     async def _stage(self, caller: Caller, session: UploadSession, start: int, data: bytes) -> None:
