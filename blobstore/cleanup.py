@@ -43,8 +43,7 @@ import anyio
 from blobstore import metrics
 from blobstore.errors import BlobstoreError, InvalidRequest
 from blobstore.events import ArtifactChange, ArtifactEvent
-from blobstore.models import UploadSession, UploadState
-from blobstore.storage.base import StoredObject
+from blobstore.models import StoredObject, UploadSession, UploadState
 
 if TYPE_CHECKING:
     from blobstore.service import ArtifactService

@@ -38,8 +38,7 @@ from blobstore.errors import (
     TooLarge,
     UploadNotOpen,
 )
-from blobstore.metadata.repository import UploadTail
-from blobstore.models import Artifact, Caller, ChunkRecord, UploadSession, UploadState
+from blobstore.models import Artifact, Caller, ChunkRecord, UploadSession, UploadState, UploadTail
 from blobstore.service import ArtifactService
 
 logger = logging.getLogger("blobstore.tus")

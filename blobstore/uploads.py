@@ -31,6 +31,7 @@ from blobstore.errors import (
     BlobstoreError,
     ChunkConflict,
     ChunkIndexOutOfRange,
+    CompletionLost,
     Conflict,
     DigestMismatch,
     InvalidRequest,
@@ -44,9 +45,17 @@ from blobstore.errors import (
     UploadNotOpen,
 )
 from blobstore.ids import check_id, new_upload_id
-from blobstore.metadata.repository import CompletionClaim, CompletionLost
-from blobstore.models import Artifact, Caller, ChunkRecord, UploadSession, UploadState, UploadStatus
-from blobstore.storage.base import ChunkReceipt, ProgressCallback
+from blobstore.models import (
+    Artifact,
+    Caller,
+    ChunkReceipt,
+    ChunkRecord,
+    CompletionClaim,
+    UploadSession,
+    UploadState,
+    UploadStatus,
+)
+from blobstore.storage.base import ProgressCallback
 from blobstore.validation import validate_metadata, validate_mime, validate_name
 
 if TYPE_CHECKING:

@@ -21,10 +21,9 @@ from starlette.types import Receive, Scope, Send
 from blobstore.api.conditional import DownloadPlan, Outcome, Representation
 from blobstore.api.headers import content_disposition, http_date
 from blobstore.errors import Corruption, NotFound
-from blobstore.models import Artifact
+from blobstore.models import Artifact, BlobInfo
 from blobstore.ranges import ByteRange, Window, strong_etag
 from blobstore.service import ArtifactService
-from blobstore.storage.base import BlobInfo
 
 CACHE_CONTROL = "private, max-age=31536000, immutable"
 

@@ -43,14 +43,8 @@ from blobstore.errors import (
     UploadIncomplete,
     from_os_error,
 )
-from blobstore.storage.base import (
-    DEFAULT_STORAGE_CHUNK_SIZE,
-    BlobInfo,
-    ChunkReceipt,
-    ProgressCallback,
-    StagingEntry,
-    StoredObject,
-)
+from blobstore.models import BlobInfo, ChunkReceipt, StagingEntry, StoredObject
+from blobstore.storage.base import DEFAULT_STORAGE_CHUNK_SIZE, ProgressCallback
 from blobstore.storage.integrity import chunk_length, read_verified
 from blobstore.storage.keys import (
     BLOB_DIR,

@@ -12,14 +12,8 @@ from datetime import UTC, datetime
 
 from blobstore.digests import ChunkHasher, HashingWriter, normalize_sha256, normalize_xxh3
 from blobstore.errors import ChunkConflict, Corruption, InvalidRequest, NotFound, UploadIncomplete
-from blobstore.storage.base import (
-    DEFAULT_STORAGE_CHUNK_SIZE,
-    BlobInfo,
-    ChunkReceipt,
-    ProgressCallback,
-    StagingEntry,
-    StoredObject,
-)
+from blobstore.models import BlobInfo, ChunkReceipt, StagingEntry, StoredObject
+from blobstore.storage.base import DEFAULT_STORAGE_CHUNK_SIZE, ProgressCallback
 from blobstore.storage.integrity import read_verified
 from blobstore.storage.keys import (
     generation_key,
