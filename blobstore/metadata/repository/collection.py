@@ -118,15 +118,7 @@ class CollectionRepository(RepositoryBase):
 
     async def known_storage_keys(self, keys: Sequence[str]) -> set[str]:
         """The subset of ``keys`` that some blob row (live or tombstoned) names: the rest are orphans."""
-        known: set[str] = set()
-        async with self._reader.connect() as conn:
-            for start in range(0, len(keys), _KEY_BATCH):
-                batch = list(keys[start : start + _KEY_BATCH])
-                result = await conn.execute(
-                    sa.select(blobs.c.storage_key).where(blobs.c.storage_key.in_(batch))
-                )
-                known.update(result.scalars())
-        return known
+        return await self._known(blobs.c.storage_key, keys)
 
     @contextlib.asynccontextmanager
     async def try_advisory_lock(self, name: str) -> AsyncIterator[bool]:
@@ -161,14 +153,15 @@ class CollectionRepository(RepositoryBase):
 
     async def known_staging_refs(self, refs: Sequence[str]) -> set[str]:
         """The subset of ``refs`` that some upload row names: the rest are staging leftovers."""
+        return await self._known(uploads.c.staging_ref, refs)
+
+    async def _known(self, column: sa.Column[str], values: Sequence[str]) -> set[str]:
+        """The subset of ``values`` found in ``column``, looked up in batches."""
         known: set[str] = set()
         async with self._reader.connect() as conn:
-            for start in range(0, len(refs), _KEY_BATCH):
-                batch = list(refs[start : start + _KEY_BATCH])
-                result = await conn.execute(
-                    sa.select(uploads.c.staging_ref).where(uploads.c.staging_ref.in_(batch))
-                )
-                known.update(result.scalars())
+            for start in range(0, len(values), _KEY_BATCH):
+                batch = list(values[start : start + _KEY_BATCH])
+                known.update((await conn.execute(sa.select(column).where(column.in_(batch)))).scalars())
         return known
 
     async def cleanup_due(self, *, now: datetime, older_than: datetime) -> dict[str, int]:
