@@ -1,4 +1,4 @@
-"""The wheel ships every package of the tree, and the migrations from their top-level ``migrations/`` folder."""
+"""The wheel ships every package of the tree, and the migrations from the top-level ``migrations/`` folder."""
 
 from __future__ import annotations
 
