@@ -24,13 +24,12 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 from blobstore.errors import from_os_error
-from blobstore.metadata.repository import AuditEvent
 from blobstore.models import Artifact, Caller
 
 logger = logging.getLogger("blobstore.audit")
@@ -40,6 +39,21 @@ logger.setLevel(logging.INFO)
 FILE_MODE = 0o600
 STDOUT: Final = Path("-")
 """The ``audit_log`` value that means standard output."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    """The fixed fields of one audit line."""
+
+    time: datetime
+    actor: str
+    namespace: str | None
+    action: str
+    result: str
+    artifact_id: str | None = None
+    size: int | None = None
+    mime_type: str | None = None
+    duration_ms: int | None = None
 
 
 class AuditLog:

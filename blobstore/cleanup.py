@@ -45,10 +45,10 @@ from blobstore.audit import AuditLog
 from blobstore.clock import Clock
 from blobstore.errors import BlobstoreError, InvalidRequest
 from blobstore.events import ArtifactChange, ArtifactEvent, ArtifactEvents
-from blobstore.models import UploadSession, UploadState
+from blobstore.models import StoredObject, UploadSession, UploadState
 from blobstore.records import CleanupRecords
 from blobstore.service import ArtifactService
-from blobstore.storage.base import BlobStore, StoredObject
+from blobstore.storage.base import BlobStore
 from blobstore.upload_sessions import UploadManager
 
 logger = logging.getLogger("blobstore.cleanup")

@@ -20,6 +20,7 @@ Hierarchy::
     │   └── UploadIncomplete      upload_incomplete
     ├── NotFound                  not_found
     ├── Conflict                  conflict
+    │   ├── CompletionLost        conflict              (another request took over an upload's completion)
     │   ├── ChunkConflict         chunk_conflict        (same index, different bytes)
     │   └── UploadNotOpen         upload_not_open       (aborted, expired or completed)
     ├── LimitExceeded             limit_exceeded
@@ -117,6 +118,12 @@ class NotFound(BlobstoreError):
 class Conflict(BlobstoreError):
     code = "conflict"
     default_message = "conflict"
+
+
+class CompletionLost(Conflict):
+    """The completion lease passed to another completer: this commit would duplicate its result."""
+
+    default_message = "another request took over this completion"
 
 
 class ChunkConflict(Conflict):

@@ -1,4 +1,7 @@
-"""Value types shared by the service, the metadata repository and the edges."""
+"""Value types shared by the service, the storage backends, the metadata repository and the edges.
+
+Every layer may import from here; this module imports from no other part of the project.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +10,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from blobstore.storage.base import BlobInfo
-
 ARTIFACT_URI_PREFIX = "blobstore://artifacts/"
 
 T = TypeVar("T")
+
+
+class _Unset:
+    pass
+
+
+UNSET: Any = _Unset()
+"""Default of an optional change: "leave as it is", unlike None, which may be a value to set."""
 
 
 class UploadState(enum.StrEnum):
@@ -26,6 +35,47 @@ class Scope(enum.StrEnum):
     READ = "read"
     WRITE = "write"
     ADMIN = "admin"
+
+
+@dataclass(frozen=True, slots=True)
+class BlobInfo:
+    """What the metadata keeps about a stored object, and all a backend needs to read it back verified."""
+
+    key: str
+    size: int
+    sha256: str
+    """Lower-case hex SHA-256 of the whole object (no ``sha256:`` prefix)."""
+    block_size: int
+    """Bytes per integrity block (independent of the upload chunk size)."""
+    block_xxh3: tuple[str, ...]
+    """Lower-case hex XXH3-128 of each ``block_size`` slice; the last may cover fewer bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkReceipt:
+    """One staged upload chunk as received: its index, length and checksums (hex)."""
+
+    index: int
+    size: int
+    sha256: str
+    xxh3: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoredObject:
+    """A key found by listing the blob store (for orphan sweeps)."""
+
+    key: str
+    size: int
+    modified: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class StagingEntry:
+    """A staging area found by listing the blob store (for leftover sweeps)."""
+
+    staging_ref: str
+    modified: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +113,29 @@ class Artifact:
 
 
 @dataclass(frozen=True, slots=True)
+class NewArtifact:
+    """An artifact to record over a blob: everything but what the blob row decides (size, digest, blob id)."""
+
+    id: str
+    namespace: str
+    name: str
+    mime_type: str
+    created_at: datetime
+    expires_at: datetime | None
+    pinned: bool
+    metadata: dict[str, Any]
+    media: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    artifact: Artifact
+    blob: BlobRecord
+    deduplicated: bool
+    """True when the artifact was attached to an existing live blob: the caller deletes its new generation."""
+
+
+@dataclass(frozen=True, slots=True)
 class UploadSession:
     id: str
     namespace: str
@@ -87,6 +160,14 @@ class UploadSession:
 
 
 @dataclass(frozen=True, slots=True)
+class CompletionClaim:
+    """The upload a commit completes, and the completion lease owner it must still be held by."""
+
+    upload_id: str
+    owner: str
+
+
+@dataclass(frozen=True, slots=True)
 class ChunkRecord:
     upload_id: str
     index: int
@@ -94,6 +175,20 @@ class ChunkRecord:
     sha256: str
     xxh3: str
     received_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class UploadTail:
+    """The bytes of a tus upload past its last full staged chunk, starting at ``offset``."""
+
+    upload_id: str
+    offset: int
+    data: bytes
+    updated_at: datetime
+
+    @property
+    def end(self) -> int:
+        return self.offset + len(self.data)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,8 +12,15 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Protocol, TypeVar
 
-from blobstore.metadata.repository import UploadTail
-from blobstore.models import Artifact, BlobRecord, ChunkRecord, TokenRecord, UploadSession, UploadState
+from blobstore.models import (
+    Artifact,
+    BlobRecord,
+    ChunkRecord,
+    TokenRecord,
+    UploadSession,
+    UploadState,
+    UploadTail,
+)
 
 T = TypeVar("T")
 

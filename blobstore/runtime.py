@@ -18,10 +18,11 @@ from blobstore.audit import STDOUT, AuditLog
 from blobstore.auth import Authenticator
 from blobstore.cleanup import periodic_cleanup
 from blobstore.config import Settings
+from blobstore.datadir import DataDirLock
 from blobstore.diskspace import RESERVE_FILE_NAME, SpaceReserve
-from blobstore.metadata.lock import DataDirLock
+from blobstore.metadata.engine import sqlite_file
 from blobstore.metadata.migrate import upgrade_async
-from blobstore.metadata.repository import MetadataRepository, sqlite_file
+from blobstore.metadata.repository import MetadataRepository
 from blobstore.service import ArtifactService
 from blobstore.storage import BlobStore, open_blob_store
 from blobstore.tus_uploads import TusUploads

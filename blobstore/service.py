@@ -24,10 +24,10 @@ from blobstore.errors import BlobstoreError, InvalidRequest, NotFound, QuotaExce
 from blobstore.events import ArtifactChange, ArtifactEvent, ArtifactEvents
 from blobstore.ids import check_id, new_artifact_id
 from blobstore.media import PROBE_BYTES, probe, resolve_mime
-from blobstore.metadata.repository import UNSET, CompletionClaim, MetadataRepository, NewArtifact
-from blobstore.models import Artifact, BlobRecord, Caller, Page
+from blobstore.metadata.repository import MetadataRepository
+from blobstore.models import UNSET, Artifact, BlobInfo, Caller, CompletionClaim, NewArtifact, Page
 from blobstore.ranges import Window, window
-from blobstore.storage.base import BlobInfo, BlobStore, SupportsLocalPath
+from blobstore.storage.base import BlobStore, SupportsLocalPath
 from blobstore.upload_sessions import UploadManager
 from blobstore.validation import validate_metadata, validate_mime, validate_name
 
@@ -305,6 +305,3 @@ class ArtifactService:
         if updated is None:
             raise NotFound()
         return updated
-
-    async def get_blob_record(self, blob_id: int) -> BlobRecord | None:
-        return await self.repo.get_blob(blob_id)

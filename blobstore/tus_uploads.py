@@ -41,8 +41,7 @@ from blobstore.errors import (
     TooLarge,
     UploadNotOpen,
 )
-from blobstore.metadata.repository import UploadTail
-from blobstore.models import Artifact, Caller, ChunkRecord, UploadSession, UploadState
+from blobstore.models import Artifact, Caller, ChunkRecord, UploadSession, UploadState, UploadTail
 from blobstore.records import TailRecords
 from blobstore.upload_sessions import UploadManager, check_not_expired
 

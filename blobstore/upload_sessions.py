@@ -34,6 +34,7 @@ from blobstore.errors import (
     BlobstoreError,
     ChunkConflict,
     ChunkIndexOutOfRange,
+    CompletionLost,
     Conflict,
     DigestMismatch,
     InvalidRequest,
@@ -47,10 +48,19 @@ from blobstore.errors import (
     UploadNotOpen,
 )
 from blobstore.ids import check_id, new_upload_id
-from blobstore.metadata.repository import CompletionClaim, CompletionLost
-from blobstore.models import Artifact, Caller, ChunkRecord, UploadSession, UploadState, UploadStatus
+from blobstore.models import (
+    Artifact,
+    BlobInfo,
+    Caller,
+    ChunkReceipt,
+    ChunkRecord,
+    CompletionClaim,
+    UploadSession,
+    UploadState,
+    UploadStatus,
+)
 from blobstore.records import UploadRecords
-from blobstore.storage.base import BlobInfo, BlobStore, ChunkReceipt, ProgressCallback
+from blobstore.storage.base import BlobStore, ProgressCallback
 from blobstore.validation import validate_metadata, validate_mime, validate_name
 
 logger = logging.getLogger("blobstore.uploads")

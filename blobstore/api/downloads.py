@@ -22,10 +22,9 @@ from blobstore.api.conditional import DownloadPlan, Outcome, Representation
 from blobstore.api.headers import http_date
 from blobstore.disposition import content_disposition
 from blobstore.errors import Corruption, NotFound
-from blobstore.models import Artifact
+from blobstore.models import Artifact, BlobInfo
 from blobstore.ranges import ByteRange, Window, strong_etag
 from blobstore.service import ArtifactService
-from blobstore.storage.base import BlobInfo
 
 CACHE_CONTROL = "private, max-age=31536000, immutable"
 

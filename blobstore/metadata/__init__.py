@@ -1,1 +1,1 @@
-"""Metadata: SQLAlchemy Core tables, the repository, migrations and the data-directory lock."""
+"""Metadata: SQLAlchemy Core tables, the engines, the repository and running the migrations."""

@@ -60,6 +60,14 @@ def create_engine(database_url: str, **kwargs: Any) -> AsyncEngine:
     return engine
 
 
+def sqlite_file(database_url: str | sa.URL) -> Path | None:
+    """The database file of a SQLite URL; None for PostgreSQL and in-memory SQLite."""
+    url = make_url(database_url)
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return None
+    return Path(url.database)
+
+
 def create_sqlite_read_engine(database_url: str) -> sa.Engine | None:
     """A synchronous, query-only engine over the same SQLite file, for the hot single-row reads.
 
@@ -67,11 +75,10 @@ def create_sqlite_read_engine(database_url: str) -> sa.Engine | None:
     round trip to the driver's thread); the same statement on a plain ``sqlite3`` connection inside one
     worker-thread call is about seven times faster. Returns None for anything but a SQLite file.
     """
-    url = make_url(database_url)
-    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+    if sqlite_file(database_url) is None:
         return None
     engine = sa.create_engine(
-        url.set(drivername="sqlite+pysqlite"), connect_args={"check_same_thread": False}
+        make_url(database_url).set(drivername="sqlite+pysqlite"), connect_args={"check_same_thread": False}
     )
 
     @sa.event.listens_for(engine, "connect")

@@ -1,11 +1,13 @@
 """Schema migrations, run programmatically so they work the same from a checkout and from an installed wheel.
 
-The Alembic environment and revisions ship inside the package (``blobstore/metadata/migrations``); ``blobstore
+The Alembic environment and revisions live in the top-level ``migrations/`` folder, installed as the
+``blobstore.migrations`` package (a wheel ships it; an editable install maps it to the folder); ``blobstore
 migrate`` calls :func:`upgrade`. Migrations take no data-directory lock, so they can run beside a server.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 from pathlib import Path
 
@@ -18,12 +20,21 @@ from alembic.script import ScriptDirectory
 
 from blobstore.metadata.engine import create_engine
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+MIGRATIONS_PACKAGE = "blobstore.migrations"
+
+
+def migrations_dir() -> Path:
+    """The folder of the Alembic environment, wherever the ``blobstore.migrations`` package is installed."""
+    spec = importlib.util.find_spec(MIGRATIONS_PACKAGE)
+    if spec is None or spec.origin is None:
+        # An editable install made before the package existed: its import mapping does not know it.
+        raise RuntimeError(f"{MIGRATIONS_PACKAGE} is not installed: reinstall mcp-blobstore (pip install .)")
+    return Path(spec.origin).parent
 
 
 def alembic_config(database_url: str) -> Config:
     config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("script_location", str(migrations_dir()))
     # Through attributes, not sqlalchemy.url: ConfigParser would treat a "%" in a password as interpolation.
     config.attributes["database_url"] = database_url
     return config
@@ -51,7 +62,7 @@ async def upgrade_async(database_url: str, revision: str = "head") -> None:
 def head_revision() -> str:
     head = ScriptDirectory.from_config(alembic_config("")).get_current_head()
     if head is None:
-        raise RuntimeError(f"no migration revisions found in {MIGRATIONS_DIR}")
+        raise RuntimeError(f"no migration revisions found in {migrations_dir()}")
     return head
 
 

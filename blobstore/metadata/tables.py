@@ -1,4 +1,4 @@
-"""SQLAlchemy Core tables; the Alembic migrations in ``blobstore/metadata/migrations/`` create exactly these
+"""SQLAlchemy Core tables; the Alembic migrations in ``migrations/`` create exactly these
 (checked by a test).
 
 Times are timezone-aware UTC. Digests are lower-case hex without the ``sha256:`` prefix. Artifacts reference
@@ -123,22 +123,6 @@ tokens = sa.Table(
     sa.Column("created_at", Timestamp, nullable=False),
     sa.Column("expires_at", Timestamp, nullable=True),
     sa.Column("revoked_at", Timestamp, nullable=True),
-)
-
-audit_events = sa.Table(
-    "audit_events",
-    metadata,
-    sa.Column("id", BigId, primary_key=True, autoincrement=True),
-    sa.Column("time", Timestamp, nullable=False),
-    sa.Column("actor", sa.String(64), nullable=False),
-    sa.Column("namespace", sa.String(128), nullable=True),
-    sa.Column("action", sa.String(32), nullable=False),
-    sa.Column("artifact_id", sa.String(64), nullable=True),
-    sa.Column("size", sa.BigInteger(), nullable=True),
-    sa.Column("mime_type", sa.String(255), nullable=True),
-    sa.Column("duration_ms", sa.Integer(), nullable=True),
-    sa.Column("result", sa.String(32), nullable=False),
-    sa.Index(None, "time"),
 )
 
 # The bytes of a tus upload past its last full staged chunk (tus PATCHes arrive at any length, staged chunks

@@ -13,12 +13,8 @@ from urllib.parse import unquote, urlsplit
 from blobstore.errors import InvalidRequest
 from blobstore.storage.base import (
     DEFAULT_BLOCK_SIZE,
-    BlobInfo,
     BlobStore,
-    ChunkReceipt,
     ProgressCallback,
-    StagingEntry,
-    StoredObject,
     SupportsLocalPath,
     SupportsPresign,
 )
@@ -30,15 +26,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
-    "BlobInfo",
     "BlobStore",
-    "ChunkReceipt",
     "LocalBlobStore",
     "MemoryBlobStore",
     "ProgressCallback",
     "S3BlobStore",
-    "StagingEntry",
-    "StoredObject",
     "SupportsLocalPath",
     "SupportsPresign",
     "open_blob_store",

@@ -17,59 +17,17 @@ Optional capabilities are separate protocols, checked with ``isinstance``: :clas
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from blobstore.digests import DEFAULT_BLOCK_SIZE as DEFAULT_BLOCK_SIZE
+from blobstore.models import BlobInfo, ChunkReceipt, StagingEntry, StoredObject
 
 ProgressCallback = Callable[[int], Awaitable[None]]
 """Called with the number of bytes processed so far during long operations (commit hashing)."""
 
 
-@dataclass(frozen=True, slots=True)
-class BlobInfo:
-    """What the metadata keeps about a stored object, and all a backend needs to read it back verified."""
-
-    key: str
-    size: int
-    sha256: str
-    """Lower-case hex SHA-256 of the whole object (no ``sha256:`` prefix)."""
-    block_size: int
-    """Bytes per integrity block (independent of the upload chunk size)."""
-    block_xxh3: tuple[str, ...]
-    """Lower-case hex XXH3-128 of each ``block_size`` slice; the last may cover fewer bytes."""
-
-
-@dataclass(frozen=True, slots=True)
-class ChunkReceipt:
-    """One staged upload chunk as received: its index, length and checksums (hex)."""
-
-    index: int
-    size: int
-    sha256: str
-    xxh3: str
-
-
-@dataclass(frozen=True, slots=True)
-class StoredObject:
-    """A key found by listing the backend (for orphan sweeps)."""
-
-    key: str
-    size: int
-    modified: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class StagingEntry:
-    """A staging area found by listing the backend (for leftover sweeps)."""
-
-    staging_ref: str
-    modified: datetime
-
-
-@runtime_checkable
 class BlobStore(Protocol):
     """Core storage contract shared by the memory, local-disk and S3 backends."""
 

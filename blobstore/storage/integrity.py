@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 
 from blobstore.digests import xxh3_hex
 from blobstore.errors import Corruption, InvalidRange
-from blobstore.storage.base import BlobInfo
+from blobstore.models import BlobInfo
 
 
 def block_span(offset: int, length: int | None, size: int, block_size: int) -> tuple[int, int, int, int]:

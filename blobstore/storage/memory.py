@@ -12,13 +12,8 @@ from datetime import UTC, datetime
 
 from blobstore.digests import ChunkHasher, HashingWriter, StreamDigest
 from blobstore.errors import ChunkConflict, InvalidRequest, NotFound, UploadIncomplete
-from blobstore.storage.base import (
-    DEFAULT_BLOCK_SIZE,
-    BlobInfo,
-    ChunkReceipt,
-    StagingEntry,
-    StoredObject,
-)
+from blobstore.models import BlobInfo, ChunkReceipt, StagingEntry, StoredObject
+from blobstore.storage.base import DEFAULT_BLOCK_SIZE
 from blobstore.storage.integrity import read_verified
 from blobstore.storage.keys import generation_key, validate_key, validate_staging_ref
 from blobstore.storage.staging import check_staged

@@ -57,13 +57,8 @@ from blobstore.errors import (
     UploadIncomplete,
     from_os_error,
 )
-from blobstore.storage.base import (
-    DEFAULT_BLOCK_SIZE,
-    BlobInfo,
-    ChunkReceipt,
-    StagingEntry,
-    StoredObject,
-)
+from blobstore.models import BlobInfo, ChunkReceipt, StagingEntry, StoredObject
+from blobstore.storage.base import DEFAULT_BLOCK_SIZE
 from blobstore.storage.integrity import block_length, read_verified
 from blobstore.storage.keys import (
     BLOB_DIR,

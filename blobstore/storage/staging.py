@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from blobstore.errors import Corruption, SizeMismatch, UploadIncomplete
-from blobstore.storage.base import ChunkReceipt
+from blobstore.models import ChunkReceipt
 
 
 def check_commit_chunks(chunks: Sequence[ChunkReceipt], expected_size: int | None) -> int:

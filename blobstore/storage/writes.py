@@ -20,7 +20,8 @@ from typing import Protocol
 import anyio
 
 from blobstore.digests import ChunkHasher, HashingWriter, StreamDigest, normalize_sha256, normalize_xxh3
-from blobstore.storage.base import BlobInfo, ChunkReceipt, ProgressCallback
+from blobstore.models import BlobInfo, ChunkReceipt
+from blobstore.storage.base import ProgressCallback
 from blobstore.storage.keys import validate_chunk_index, validate_staging_ref
 from blobstore.storage.staging import check_commit_chunks
 from blobstore.storage.streams import batched

@@ -24,9 +24,8 @@ from mcp import Client, StdioServerParameters
 
 from blobstore.config import Settings
 from blobstore.ids import new_artifact_id
-from blobstore.metadata.repository import NewArtifact
 from blobstore.metadata.tables import artifacts
-from blobstore.models import Artifact, Caller
+from blobstore.models import Artifact, Caller, NewArtifact
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from mcp_resources.server import create_server, fixed_caller
@@ -113,7 +112,7 @@ async def _populate(settings: Settings) -> Dataset:
             metadata={},
             media={},
         )
-        record = await service.get_blob_record(seed.blob_id)
+        record = await service.repo.get_blob(seed.blob_id)
         assert record is not None
         expired_id = (await service.repo.commit_artifact(blob=record.info, artifact=expired)).artifact.id
     return Dataset(settings, bulk_ids, big, big_bytes, text, text_body, medium, empty, foreign, expired_id)

@@ -6,9 +6,7 @@ import hashlib
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from blobstore.metadata.repository import NewArtifact
-from blobstore.models import UploadSession, UploadState
-from blobstore.storage.base import BlobInfo
+from blobstore.models import BlobInfo, NewArtifact, UploadSession, UploadState
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 

@@ -8,8 +8,9 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from blobstore.metadata.repository import UNSET, MetadataRepository
+from blobstore.metadata.repository import MetadataRepository
 from blobstore.metadata.tables import artifacts
+from blobstore.models import UNSET
 from tests.metadata.helpers import T0, blob_info, new_artifact
 
 

@@ -7,9 +7,9 @@ from datetime import timedelta
 
 import pytest
 
-from blobstore.errors import QuotaExceeded, TooManyUploads
-from blobstore.metadata.repository import CompletionClaim, CompletionLost, MetadataRepository
-from blobstore.models import UploadState
+from blobstore.errors import CompletionLost, QuotaExceeded, TooManyUploads
+from blobstore.metadata.repository import MetadataRepository
+from blobstore.models import CompletionClaim, UploadState
 from tests.metadata.helpers import T0, blob_info, new_artifact, upload_session
 
 LEASE = timedelta(seconds=20)

@@ -8,12 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-import blobstore
 from blobstore.metadata import migrate
 from blobstore.metadata.engine import create_engine
 from blobstore.metadata.tables import metadata
@@ -52,6 +53,20 @@ async def table_names(url: str) -> set[str]:
         await engine.dispose()
 
 
+async def downgrade(url: str, revision: str) -> None:
+    await anyio.to_thread.run_sync(command.downgrade, migrate.alembic_config(url), revision)
+
+
+async def index_names(url: str, table: str) -> set[str]:
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as conn:
+            indexes = await conn.run_sync(lambda sync_conn: sa.inspect(sync_conn).get_indexes(table))
+    finally:
+        await engine.dispose()
+    return {str(index["name"]) for index in indexes}
+
+
 async def test_upgrade_brings_an_empty_database_to_head(empty_database_url: str) -> None:
     assert await migrate.current_revision_async(empty_database_url) is None
 
@@ -88,6 +103,32 @@ async def test_upgrading_twice_changes_nothing(empty_database_url: str) -> None:
     assert await schema_drift(empty_database_url) == []
 
 
+async def test_every_revision_downgrades_to_an_empty_database_and_back(empty_database_url: str) -> None:
+    await migrate.upgrade_async(empty_database_url)
+
+    await downgrade(empty_database_url, "base")
+
+    assert await migrate.current_revision_async(empty_database_url) is None
+    assert await table_names(empty_database_url) == {"alembic_version"}
+    await migrate.upgrade_async(empty_database_url)
+    assert await schema_drift(empty_database_url) == []
+
+
+async def test_audit_events_table_is_dropped_by_0004_and_restored_by_its_downgrade(
+    empty_database_url: str,
+) -> None:
+    await migrate.upgrade_async(empty_database_url, "0003")
+    assert "audit_events" in await table_names(empty_database_url)
+
+    await migrate.upgrade_async(empty_database_url, "0004")
+    assert "audit_events" not in await table_names(empty_database_url)
+
+    await downgrade(empty_database_url, "0003")
+    assert await migrate.current_revision_async(empty_database_url) == "0003"
+    assert "audit_events" in await table_names(empty_database_url)
+    assert await index_names(empty_database_url, "audit_events") == {"ix_audit_events_time"}
+
+
 @pytest.mark.postgres
 def test_replicas_migrating_at_once_all_succeed(pg_url: str) -> None:
     # Separate processes, like replicas: Alembic keeps its running environment in module globals.
@@ -107,8 +148,11 @@ def test_sync_upgrade_and_current_revision_work_outside_an_event_loop(tmp_path: 
     assert migrate.current_revision(url) == migrate.head_revision()
 
 
-def test_migrations_ship_inside_the_package() -> None:
-    package_dir = Path(blobstore.__file__).resolve().parent
-    assert migrate.MIGRATIONS_DIR.is_relative_to(package_dir)
-    assert (migrate.MIGRATIONS_DIR / "env.py").is_file()
-    assert (migrate.MIGRATIONS_DIR / "script.py.mako").is_file()
+def test_migrations_are_found_in_the_top_level_migrations_folder_of_a_checkout() -> None:
+    # An editable install maps the blobstore.migrations package to the folder (tests/test_packaging.py checks
+    # the wheel).
+    checkout = Path(__file__).resolve().parents[2]
+
+    assert migrate.migrations_dir() == checkout / "migrations"
+    assert (migrate.migrations_dir() / "env.py").is_file()
+    assert (migrate.migrations_dir() / "script.py.mako").is_file()

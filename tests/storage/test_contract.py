@@ -25,7 +25,8 @@ from blobstore.errors import (
     TooLarge,
     UploadIncomplete,
 )
-from blobstore.storage import BlobInfo, BlobStore, ChunkReceipt
+from blobstore.models import BlobInfo, ChunkReceipt
+from blobstore.storage import BlobStore
 from blobstore.storage.keys import is_generation_key
 from tests.storage.conftest import BLOCK, FlipByte, chunks_of, keys_of, read_all, staging_refs
 

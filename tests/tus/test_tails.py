@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import anyio
 
 from blobstore.ids import new_upload_id
-from blobstore.metadata.repository import MetadataRepository, UploadTail
-from blobstore.models import ChunkRecord, UploadSession, UploadState
+from blobstore.metadata.repository import MetadataRepository
+from blobstore.models import ChunkRecord, UploadSession, UploadState, UploadTail
 from blobstore.tus_uploads import measure
 
 CHUNK = 1024

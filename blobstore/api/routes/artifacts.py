@@ -16,7 +16,7 @@ from blobstore.api.multipart import StreamingForm, boundary_of
 from blobstore.api.schemas import ArtifactOut, ArtifactPage, UpdateArtifactRequest, artifact_out
 from blobstore.digests import normalize_sha256
 from blobstore.errors import InvalidRequest
-from blobstore.metadata.repository import UNSET
+from blobstore.models import UNSET
 from blobstore.validation import validate_mime, validate_name
 
 router = APIRouter(prefix="/v1/artifacts", tags=["artifacts"])

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from blobstore.metadata.lock import LOCK_FILE_NAME, AlreadyRunning, DataDirLock
+from blobstore.datadir import LOCK_FILE_NAME, AlreadyRunning, DataDirLock
 
 TRY_LOCK = textwrap.dedent(
     """
     import sys
-    from blobstore.metadata.lock import AlreadyRunning, DataDirLock
+    from blobstore.datadir import AlreadyRunning, DataDirLock
     try:
         with DataDirLock(sys.argv[1]):
             print("acquired")
@@ -58,7 +58,7 @@ def test_lock_is_released_when_the_holder_dies(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "import sys; from blobstore.metadata.lock import DataDirLock; "
+            "import sys; from blobstore.datadir import DataDirLock; "
             "DataDirLock(sys.argv[1]).acquire(); print('held', flush=True); sys.stdin.read()",
             str(tmp_path),
         ],

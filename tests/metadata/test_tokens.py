@@ -1,13 +1,10 @@
-"""Token rows and audit events, on SQLite and PostgreSQL."""
+"""Token rows, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-import sqlalchemy as sa
-
-from blobstore.metadata.repository import AuditEvent, MetadataRepository
-from blobstore.metadata.tables import audit_events
+from blobstore.metadata.repository import MetadataRepository
 from blobstore.models import Scope, TokenRecord
 from tests.metadata.helpers import T0
 
@@ -60,14 +57,3 @@ async def test_revoke_marks_once_and_active_count_excludes_revoked_and_expired(
     assert found.revoked_at == T0
     assert await repo.count_tokens(now=T0) == 2
     assert await repo.count_tokens(now=T0 + timedelta(days=1)) == 1
-
-
-async def test_audit_event_is_stored(repo: MetadataRepository) -> None:
-    await repo.insert_audit(
-        AuditEvent(time=T0, actor="t1", namespace="ns", action="upload", result="ok", artifact_id="a", size=5)
-    )
-
-    async with repo.engine.connect() as conn:
-        rows = (await conn.execute(sa.select(audit_events))).mappings().all()
-    assert len(rows) == 1
-    assert (rows[0]["actor"], rows[0]["action"], rows[0]["size"], rows[0]["time"]) == ("t1", "upload", 5, T0)

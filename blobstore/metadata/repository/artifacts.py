@@ -1,0 +1,285 @@
+"""Artifact rows: the commit that records an artifact over a blob (dedup, quota, completion in one
+transaction), and the reads and changes of one namespace's artifacts."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from blobstore.errors import CompletionLost, Conflict, QuotaExceeded
+from blobstore.metadata.repository import rows
+from blobstore.metadata.repository.base import LIVE, RepositoryBase, visible
+from blobstore.metadata.tables import artifacts, blobs, uploads
+from blobstore.models import (
+    UNSET,
+    Artifact,
+    BlobInfo,
+    BlobRecord,
+    CommitResult,
+    CompletionClaim,
+    NewArtifact,
+    UploadState,
+)
+
+_COMMIT_ATTEMPTS = 3
+
+
+class ArtifactRepository(RepositoryBase):
+    """Artifact rows, scoped by namespace, and the commit that creates them."""
+
+    async def commit_artifact(
+        self,
+        *,
+        blob: BlobInfo,
+        artifact: NewArtifact,
+        quota: int | None = None,
+        completion: CompletionClaim | None = None,
+        now: datetime | None = None,
+    ) -> CommitResult:
+        """Record ``artifact`` over ``blob``'s content in one transaction, deduplicating onto a live blob.
+
+        With ``quota``, the namespace's usage is checked in the same transaction, serialised per namespace
+        (``BEGIN IMMEDIATE`` on SQLite, a transaction-scoped advisory lock on PostgreSQL), so concurrent
+        commits can never take it past the quota together: :class:`QuotaExceeded`. With ``completion``, the
+        upload moves from ``completing`` to ``completed`` in the same transaction, and only while ``owner``
+        still holds its completion lease (else :class:`CompletionLost` and nothing is committed): an artifact
+        exists exactly when its upload says ``completed``.
+
+        The live blob is read ``FOR SHARE`` on PostgreSQL, which a GC claim's ``FOR UPDATE`` conflicts with,
+        so a blob cannot be tombstoned between the dedup decision and the new reference; a blob a claim
+        already locked is seen as tombstoned once the claim commits, and the content gets a new blob row.
+        Concurrent dedups onto one blob share the lock, so a popular blob is not a hot row. SQLite gets the
+        same guarantee from ``BEGIN IMMEDIATE``.
+        """
+        same_content = (blobs.c.sha256 == blob.sha256, blobs.c.size == blob.size, blobs.c.state == LIVE)
+        moment = now if now is not None else artifact.created_at
+        async with self._engine.begin() as conn:
+            if completion is not None:
+                await self._finish_completion(conn, completion, artifact.id, moment)
+            if quota is not None:
+                await self._lock_namespace(conn, "quota", artifact.namespace)
+                used = await conn.scalar(
+                    sa.select(sa.func.coalesce(sa.func.sum(artifacts.c.size), 0)).where(
+                        artifacts.c.namespace == artifact.namespace, visible(moment)
+                    )
+                )
+                if int(used or 0) + blob.size > quota:
+                    raise QuotaExceeded(quota=quota, used=int(used or 0))
+            for _ in range(_COMMIT_ATTEMPTS):
+                # Clear a pending GC mark first, by an exclusive row lock taken only when there is a mark:
+                # taking FOR SHARE first and then updating would deadlock two commits of the same content.
+                await conn.execute(
+                    sa.update(blobs)
+                    .where(*same_content, blobs.c.unreferenced_since.is_not(None))
+                    .values(unreferenced_since=None)
+                )
+                found = (
+                    await conn.execute(sa.select(blobs).where(*same_content).with_for_update(read=True))
+                ).first()
+                if found is not None:
+                    record = rows.blob_record(found._mapping)
+                    stored = await self._insert_artifact(conn, artifact, record)
+                    return CommitResult(artifact=stored, blob=record, deduplicated=True)
+                inserted = (
+                    await conn.execute(
+                        self._insert(blobs)
+                        .values(
+                            sha256=blob.sha256,
+                            storage_key=blob.key,
+                            size=blob.size,
+                            # The columns keep their first names: they hold the integrity blocks.
+                            chunk_size=blob.block_size,
+                            chunk_xxh3=",".join(blob.block_xxh3),
+                            state=LIVE,
+                            created_at=artifact.created_at,
+                        )
+                        # A literal predicate: a bound parameter stops matching the partial index once
+                        # PostgreSQL switches the prepared statement to a generic plan (6th execution).
+                        .on_conflict_do_nothing(
+                            index_elements=["sha256"], index_where=sa.text(f"state = '{LIVE}'")
+                        )
+                        .returning(*blobs.c)
+                    )
+                ).first()
+                if inserted is not None:
+                    record = rows.blob_record(inserted._mapping)
+                    stored = await self._insert_artifact(conn, artifact, record)
+                    return CommitResult(artifact=stored, blob=record, deduplicated=False)
+                # Another transaction committed a live blob with this digest after our SELECT; dedup onto it.
+            # Raised inside the transaction, so that it rolls back (the completion above included).
+            raise Conflict("concurrent commits of the same content kept conflicting; retry")
+
+    async def _finish_completion(
+        self, conn: AsyncConnection, claim: CompletionClaim, artifact_id: str, now: datetime
+    ) -> None:
+        finished = await conn.execute(
+            sa.update(uploads)
+            .where(
+                uploads.c.id == claim.upload_id,
+                uploads.c.state == UploadState.COMPLETING.value,
+                uploads.c.completion_owner == claim.owner,
+            )
+            .values(
+                state=UploadState.COMPLETED.value,
+                artifact_id=artifact_id,
+                completion_owner=None,
+                completion_lease_until=None,
+                updated_at=now,
+            )
+        )
+        if finished.rowcount != 1:
+            raise CompletionLost()
+
+    async def _insert_artifact(
+        self, conn: AsyncConnection, artifact: NewArtifact, blob: BlobRecord
+    ) -> Artifact:
+        row = (
+            await conn.execute(
+                sa.insert(artifacts)
+                .values(
+                    id=artifact.id,
+                    namespace=artifact.namespace,
+                    name=artifact.name,
+                    mime_type=artifact.mime_type,
+                    size=blob.info.size,
+                    sha256=blob.info.sha256,
+                    blob_id=blob.id,
+                    created_at=artifact.created_at,
+                    expires_at=artifact.expires_at,
+                    pinned=artifact.pinned,
+                    user_metadata=artifact.metadata,
+                    media=artifact.media,
+                )
+                .returning(*artifacts.c)
+            )
+        ).one()
+        return rows.artifact(row._mapping)
+
+    async def get_artifact(self, namespace: str, artifact_id: str, *, now: datetime) -> Artifact | None:
+        """The artifact, or None when it is missing, in another namespace or expired."""
+        row = await self._first(
+            sa.select(artifacts).where(
+                artifacts.c.id == artifact_id,
+                artifacts.c.namespace == namespace,
+                visible(now),
+            )
+        )
+        return None if row is None else rows.artifact(row._mapping)
+
+    async def get_artifact_with_blob(
+        self, namespace: str, artifact_id: str, *, now: datetime
+    ) -> tuple[Artifact, BlobRecord] | None:
+        blob_columns = [column.label(f"b_{column.name}") for column in blobs.c]
+        row = await self._first(
+            sa.select(artifacts, *blob_columns)
+            .join(blobs, blobs.c.id == artifacts.c.blob_id)
+            .where(
+                artifacts.c.id == artifact_id,
+                artifacts.c.namespace == namespace,
+                visible(now),
+            )
+        )
+        if row is None:
+            return None
+        mapping = row._mapping
+        blob_row = {column.name: mapping[f"b_{column.name}"] for column in blobs.c}
+        return rows.artifact(mapping), rows.blob_record(blob_row)
+
+    async def list_artifacts(
+        self,
+        namespace: str,
+        *,
+        now: datetime,
+        limit: int,
+        after: tuple[datetime, str] | None,
+    ) -> list[Artifact]:
+        """A keyset page, newest first: ``(created_at, id)`` descending, continuing strictly after (older
+        than) the ``after`` position; rows inserted meanwhile never shift later pages."""
+        query = sa.select(artifacts).where(artifacts.c.namespace == namespace, visible(now))
+        if after is not None:
+            after_time, after_id = after
+            query = query.where(
+                sa.or_(
+                    artifacts.c.created_at < after_time,
+                    sa.and_(artifacts.c.created_at == after_time, artifacts.c.id < after_id),
+                )
+            )
+        query = query.order_by(artifacts.c.created_at.desc(), artifacts.c.id.desc()).limit(limit)
+        async with self._reader.connect() as conn:
+            selected = (await conn.execute(query)).all()
+        return [rows.artifact(row._mapping) for row in selected]
+
+    async def delete_artifact(self, namespace: str, artifact_id: str) -> Artifact | None:
+        """Delete the artifact row (expired or not) and return it; its blob is left for the cleanup job."""
+        async with self._engine.begin() as conn:
+            row = (
+                await conn.execute(
+                    sa.delete(artifacts)
+                    .where(artifacts.c.id == artifact_id, artifacts.c.namespace == namespace)
+                    .returning(*artifacts.c)
+                )
+            ).first()
+        return None if row is None else rows.artifact(row._mapping)
+
+    async def update_artifact(
+        self,
+        namespace: str,
+        artifact_id: str,
+        *,
+        expires_at: datetime | None = UNSET,
+        pinned: bool = UNSET,
+        now: datetime,
+    ) -> Artifact | None:
+        """Change the expiry and/or pin of a visible artifact; None when it is missing or already expired."""
+        values: dict[str, Any] = {}
+        if expires_at is not UNSET:
+            values["expires_at"] = expires_at
+        if pinned is not UNSET:
+            values["pinned"] = pinned
+        if not values:
+            return await self.get_artifact(namespace, artifact_id, now=now)
+        async with self._engine.begin() as conn:
+            row = (
+                await conn.execute(
+                    sa.update(artifacts)
+                    .where(
+                        artifacts.c.id == artifact_id,
+                        artifacts.c.namespace == namespace,
+                        visible(now),
+                    )
+                    .values(**values)
+                    .returning(*artifacts.c)
+                )
+            ).first()
+        return None if row is None else rows.artifact(row._mapping)
+
+    async def find_artifacts_with_content(
+        self, namespace: str, sha256: str, *, now: datetime, limit: int = 20
+    ) -> list[Artifact]:
+        """Visible artifacts of ``namespace`` over the live blob holding ``sha256`` (newest first)."""
+        query = (
+            sa.select(artifacts)
+            .join(blobs, blobs.c.id == artifacts.c.blob_id)
+            .where(
+                blobs.c.sha256 == sha256,
+                blobs.c.state == LIVE,
+                artifacts.c.namespace == namespace,
+                visible(now),
+            )
+            .order_by(artifacts.c.created_at.desc(), artifacts.c.id.desc())
+            .limit(limit)
+        )
+        return [rows.artifact(row._mapping) for row in await self._all(query)]
+
+    async def namespace_usage(self, namespace: str, *, now: datetime) -> int:
+        """Bytes of the namespace's visible artifacts, counted per artifact (dedup does not discount)."""
+        async with self._reader.connect() as conn:
+            total = await conn.scalar(
+                sa.select(sa.func.coalesce(sa.func.sum(artifacts.c.size), 0)).where(
+                    artifacts.c.namespace == namespace, visible(now)
+                )
+            )
+        return int(total or 0)

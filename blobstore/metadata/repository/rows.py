@@ -1,0 +1,113 @@
+"""Rows to value types: the one place each table's columns are read back into a ``blobstore.models`` type."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from blobstore.models import (
+    Artifact,
+    BlobInfo,
+    BlobRecord,
+    ChunkRecord,
+    Scope,
+    TokenRecord,
+    UploadSession,
+    UploadState,
+    UploadTail,
+)
+
+
+def blob_record(row: Mapping[Any, Any]) -> BlobRecord:
+    # The columns keep their first names: they hold the integrity blocks.
+    block_text: str = row["chunk_xxh3"]
+    return BlobRecord(
+        id=int(row["id"]),
+        info=BlobInfo(
+            key=row["storage_key"],
+            size=int(row["size"]),
+            sha256=row["sha256"],
+            block_size=int(row["chunk_size"]),
+            block_xxh3=tuple(block_text.split(",")) if block_text else (),
+        ),
+        state=row["state"],
+        created_at=row["created_at"],
+    )
+
+
+def artifact(row: Mapping[Any, Any]) -> Artifact:
+    return Artifact(
+        id=row["id"],
+        namespace=row["namespace"],
+        name=row["name"],
+        mime_type=row["mime_type"],
+        size=int(row["size"]),
+        sha256=row["sha256"],
+        blob_id=int(row["blob_id"]),
+        created_at=row["created_at"],
+        expires_at=row["expires_at"],
+        pinned=bool(row["pinned"]),
+        metadata=dict(row["user_metadata"]),
+        media=dict(row["media"]),
+    )
+
+
+def upload(row: Mapping[Any, Any]) -> UploadSession:
+    return UploadSession(
+        id=row["id"],
+        namespace=row["namespace"],
+        name=row["name"],
+        mime_type=row["mime_type"],
+        declared_size=row["declared_size"],
+        declared_sha256=row["declared_sha256"],
+        chunk_size=int(row["chunk_size"]),
+        staging_ref=row["staging_ref"],
+        state=UploadState(row["state"]),
+        ttl_seconds=row["ttl_seconds"],
+        metadata=dict(row["user_metadata"]),
+        protocol=row["protocol"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        expires_at=row["expires_at"],
+        artifact_id=row["artifact_id"],
+        completion_owner=row["completion_owner"],
+        completion_lease_until=row["completion_lease_until"],
+    )
+
+
+def chunk(row: Mapping[Any, Any]) -> ChunkRecord:
+    return ChunkRecord(
+        upload_id=row["upload_id"],
+        index=int(row["index"]),
+        size=int(row["size"]),
+        sha256=row["sha256"],
+        xxh3=row["xxh3"],
+        received_at=row["received_at"],
+    )
+
+
+def token(row: Mapping[Any, Any]) -> TokenRecord:
+    scopes_text: str = row["scopes"]
+    return TokenRecord(
+        id=row["id"],
+        namespace=row["namespace"],
+        scopes=frozenset(Scope(value) for value in scopes_text.split(",") if value),
+        description=row["description"],
+        created_at=row["created_at"],
+        expires_at=row["expires_at"],
+        revoked_at=row["revoked_at"],
+    )
+
+
+def scopes_text(scopes: frozenset[Scope]) -> str:
+    """The ``tokens.scopes`` column value: scope names, sorted, comma-separated."""
+    return ",".join(sorted(scope.value for scope in scopes))
+
+
+def upload_tail(row: Mapping[Any, Any]) -> UploadTail:
+    return UploadTail(
+        upload_id=row["upload_id"],
+        offset=int(row["offset"]),
+        data=bytes(row["data"]),
+        updated_at=row["updated_at"],
+    )

@@ -1,0 +1,70 @@
+"""API token rows, found by the hash of their secret."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+
+from blobstore.metadata.repository import rows
+from blobstore.metadata.repository.base import RepositoryBase
+from blobstore.metadata.tables import tokens
+from blobstore.models import TokenRecord
+
+
+class TokenRepository(RepositoryBase):
+    """API token rows."""
+
+    async def insert_token(self, record: TokenRecord, secret_hash: str) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                sa.insert(tokens).values(
+                    id=record.id,
+                    namespace=record.namespace,
+                    scopes=rows.scopes_text(record.scopes),
+                    secret_hash=secret_hash,
+                    description=record.description,
+                    created_at=record.created_at,
+                    expires_at=record.expires_at,
+                    revoked_at=record.revoked_at,
+                )
+            )
+
+    async def find_token(self, secret_hash: str) -> TokenRecord | None:
+        """The token with this secret hash, revoked or expired ones included: the caller checks both."""
+        async with self._reader.connect() as conn:
+            row = (await conn.execute(sa.select(tokens).where(tokens.c.secret_hash == secret_hash))).first()
+        return None if row is None else rows.token(row._mapping)
+
+    async def list_tokens(self, namespace: str | None = None) -> list[TokenRecord]:
+        """All tokens (revoked ones too), oldest first, optionally of one namespace."""
+        query = sa.select(tokens).order_by(tokens.c.created_at, tokens.c.id)
+        if namespace is not None:
+            query = query.where(tokens.c.namespace == namespace)
+        async with self._reader.connect() as conn:
+            selected = (await conn.execute(query)).all()
+        return [rows.token(row._mapping) for row in selected]
+
+    async def revoke_token(self, token_id: str, *, now: datetime) -> bool:
+        """True when the token existed and was not revoked yet."""
+        async with self._engine.begin() as conn:
+            result = await conn.execute(
+                sa.update(tokens)
+                .where(tokens.c.id == token_id, tokens.c.revoked_at.is_(None))
+                .values(revoked_at=now)
+            )
+        return result.rowcount == 1
+
+    async def count_tokens(self, *, now: datetime | None = None) -> int:
+        """Tokens that are neither revoked nor expired at ``now`` (default: the current time)."""
+        moment = now if now is not None else datetime.now(UTC)
+        async with self._reader.connect() as conn:
+            count = await conn.scalar(
+                sa.select(sa.func.count())
+                .select_from(tokens)
+                .where(
+                    tokens.c.revoked_at.is_(None),
+                    sa.or_(tokens.c.expires_at.is_(None), tokens.c.expires_at > moment),
+                )
+            )
+        return int(count or 0)
