@@ -31,10 +31,11 @@ from mcp.types import (
 from pydantic import BaseModel
 
 from blobstore.errors import InvalidRequest
+from blobstore.links import Role
 from blobstore.models import Artifact, Caller
 from blobstore.service import ArtifactService
 from blobstore.validation import validate_metadata
-from mcp_resources.content import Role, resource_link_for, tool_result_for
+from mcp_resources.content import resource_link_for, tool_result_for
 from mcp_resources.errors import to_mcp_error
 from mcp_resources.notifications import StoreNotifications
 from mcp_resources.renditions import RenditionCache

@@ -29,10 +29,10 @@ from mcp.types import (
 
 from blobstore.auth import require_scope
 from blobstore.errors import InvalidRequest, NotFound, RangeRequired
+from blobstore.links import describe, iso_utc, title_of
 from blobstore.models import Artifact, Caller, Scope
 from blobstore.ranges import Window
 from blobstore.service import ArtifactService
-from mcp_resources.content import describe, iso_utc, title_of
 from mcp_resources.errors import to_mcp_error
 from mcp_resources.uris import (
     ARTIFACT_META_KEY,

@@ -41,7 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from blobstore.auth import require_scope
 from blobstore.errors import BlobstoreError, InvalidRequest, LimitExceeded
 from blobstore.models import Caller, Scope, UploadSession
-from mcp_resources.content import human_size, resource_link_for
+from blobstore.units import human_bytes
+from mcp_resources.content import resource_link_for
 from mcp_resources.errors import error_data, jsonrpc_code, to_mcp_error
 from mcp_resources.resources import CallerResolver, StoreResources
 from mcp_resources.uris import WINDOW_META_KEY, parse_store_uri, window_uri
@@ -352,9 +353,9 @@ class StoreTools:
             "size": artifact.size,
             "sha256": artifact.sha256,
         }
+        size = human_bytes(artifact.size, byte_unit="bytes")
         text = TextContent(
-            text=f"Stored {artifact.name} ({artifact.mime_type}, {human_size(artifact.size)}) as "
-            f"{artifact.uri}; "
+            text=f"Stored {artifact.name} ({artifact.mime_type}, {size}) as {artifact.uri}; "
             f"sha256 {artifact.sha256}."
         )
         return CallToolResult(content=[text, link], structured_content=facts)
