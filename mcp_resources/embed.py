@@ -17,6 +17,7 @@ from typing import Any, Final, TypeVar
 
 from mcp.server import MCPServer, Server, ServerRequestContext
 from mcp.server.lowlevel.server import HandlerEntry
+from mcp.server.subscriptions import SubscriptionBus
 from mcp.types import (
     CallToolRequestParams,
     CallToolResult,
@@ -40,8 +41,10 @@ from mcp_resources.errors import to_mcp_error
 from mcp_resources.notifications import StoreNotifications
 from mcp_resources.renditions import RenditionCache
 from mcp_resources.resources import DEFAULT_PAGE_SIZE, CallerResolver, StoreResources
+from mcp_resources.sdk_internals import check_sdk_shape, lowlevel_server, subscription_bus
 from mcp_resources.server import fixed_caller
 from mcp_resources.tools import StoreTools
+from mcp_resources.uris import is_store_uri
 
 # Composite cursors: the host server's own pages first ("h:<its cursor>"), then the store's ("s:<our
 # cursor>").
@@ -155,12 +158,7 @@ class EmbeddedStore:
 
 
 def _lowlevel(server: Server[Any] | MCPServer) -> Server[Any]:
-    if isinstance(server, MCPServer):
-        # MCPServer has no public accessor for its low-level server; the SDK's own Client reaches it the same
-        # way.
-        inner: Server[Any] = server._lowlevel_server
-        return inner
-    return server
+    return lowlevel_server(server) if isinstance(server, MCPServer) else server
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -195,16 +193,19 @@ def embed_store(
     tools: bool = False,
     page_size: int = DEFAULT_PAGE_SIZE,
     notifications: bool = True,
+    subscriptions: SubscriptionBus | None = None,
 ) -> EmbeddedStore:
     """Register the store's resource handlers (and, with ``tools=True``, the upload/read tools) on ``server``.
 
     ``caller`` is the principal the tool server stores and reads as (a fixed :class:`Caller`), or a resolver
     from the request context when the host authenticates callers itself. With ``notifications``, the host's
     clients hear ``resources/updated`` and ``list_changed`` for the store's artifacts in both protocol eras
-    (see :mod:`mcp_resources.notifications`); an ``MCPServer``'s own listen events keep flowing. A low-level
-    server that already serves ``subscriptions/listen`` keeps its handler (store changes then reach only
-    handshake-era sessions).
+    (see :mod:`mcp_resources.notifications`); an ``MCPServer``'s own listen events keep flowing: pass the bus
+    it was given as ``MCPServer(subscriptions=...)`` as ``subscriptions`` (without it, the bus the
+    ``MCPServer`` made itself is used). A low-level server that already serves ``subscriptions/listen`` keeps
+    its handler unless its bus is passed (store changes then reach only handshake-era sessions).
     """
+    check_sdk_shape()
     resolver = fixed_caller(caller) if isinstance(caller, Caller) else caller
     resources = StoreResources(service, resolver, page_size=page_size)
     store_tools = StoreTools(resources) if tools else None
@@ -214,8 +215,10 @@ def embed_store(
         _compose_tools(low, store_tools)
     if notifications:
         serves_listen = low.get_request_handler("subscriptions/listen") is not None
-        # MCPServer keeps its listen bus private; its events (tool and prompt changes) are forwarded from it.
-        host_bus = server._subscriptions if isinstance(server, MCPServer) else None
+        # The host's own events (tool and prompt changes) are forwarded from its bus to the listen streams.
+        host_bus = subscriptions
+        if host_bus is None and isinstance(server, MCPServer):
+            host_bus = subscription_bus(server)
         StoreNotifications(service, resolver, host_bus=host_bus).install(
             low, listen=serves_listen if host_bus is not None else not serves_listen
         )
@@ -267,8 +270,6 @@ def _compose_resources(low: Server[Any], resources: StoreResources) -> None:
     async def read_resource(
         ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
     ) -> ReadResourceResult:
-        from mcp_resources.uris import is_store_uri
-
         if is_store_uri(params.uri) or prev_read is None:
             return await resources.read_resource(ctx, params)
         return _as(ReadResourceResult, await prev_read.handler(ctx, params))

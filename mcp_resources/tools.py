@@ -43,7 +43,7 @@ from blobstore.errors import BlobstoreError, InvalidRequest, LimitExceeded
 from blobstore.models import Caller, Scope, UploadSession
 from blobstore.units import human_bytes
 from mcp_resources.content import resource_link_for
-from mcp_resources.errors import error_data, jsonrpc_code, to_mcp_error
+from mcp_resources.errors import error_data, jsonrpc_code, mcp_handler
 from mcp_resources.resources import CallerResolver, StoreResources
 from mcp_resources.uris import WINDOW_META_KEY, parse_store_uri, window_uri
 
@@ -217,13 +217,15 @@ class StoreTools:
                 return tool.input_schema
         return None
 
+    @mcp_handler
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
     ) -> ListToolsResult:
         if params is not None and params.cursor is not None:
-            raise to_mcp_error(InvalidRequest("invalid cursor"))
+            raise InvalidRequest("invalid cursor")
         return ListToolsResult(tools=self.tools, ttl_ms=TOOLS_TTL_MS, cache_scope="public")
 
+    @mcp_handler
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
     ) -> CallToolResult:
@@ -242,13 +244,10 @@ class StoreTools:
             caller = require_scope(self.caller_for(ctx), TOOL_SCOPES[params.name])
             return await handler(ctx, caller, args)
         except BlobstoreError as exc:
+            # Failures the model can act on are the tool's result; the server's own are protocol errors.
             if jsonrpc_code(exc.code) == INTERNAL_ERROR:
-                raise to_mcp_error(exc) from None
+                raise
             return self._failure(exc)
-        except MCPError:
-            raise
-        except Exception as exc:
-            raise to_mcp_error(exc) from None
 
     @staticmethod
     def _failure(exc: BlobstoreError, **extra: Any) -> CallToolResult:
