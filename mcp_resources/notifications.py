@@ -58,7 +58,7 @@ from mcp.types import (
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from blobstore.auth import require_scope
-from blobstore.errors import BlobstoreError, Forbidden, LimitExceeded, NotFound, Unauthorized
+from blobstore.errors import BlobstoreError, LimitExceeded, NotFound
 from blobstore.events import ArtifactChange, ArtifactEvent
 from blobstore.models import Caller, Scope
 from blobstore.service import ArtifactService
@@ -299,9 +299,14 @@ class StoreNotifications:
         so it hears ``list_changed`` without having subscribed to anything.
         """
         if ctx.request_id is not None:
-            # No feed for a caller who may not read; the request itself reports the refusal.
-            with contextlib.suppress(Unauthorized, Forbidden):
-                self._session_feed(ctx, self._caller(ctx))
+            try:
+                caller = self._caller(ctx)
+            except Exception:
+                # No feed for a caller who may not read, or who cannot be told; the request's own handler
+                # reports why, through the one error mapping.
+                caller = None
+            if caller is not None:
+                self._session_feed(ctx, caller)
         return await call_next(ctx)
 
     async def subscribe(
