@@ -13,15 +13,16 @@ from mcp import Client
 from mcp.server import MCPServer, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.types import EmptyResult, SubscribeRequest, SubscribeRequestParams
+from starlette.types import Message
 
 from blobstore.config import Settings
-from blobstore.errors import all_codes
+from blobstore.errors import RequestTimeout, all_codes
 from blobstore.models import Caller
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from mcp_resources.embed import embed_store
 from mcp_resources.errors import unmapped_codes
-from mcp_resources.http import max_request_body, needs_event_stream, transport_security
+from mcp_resources.http import McpHttpExtension, max_request_body, needs_event_stream, transport_security
 from mcp_resources.server import create_server
 from mcp_resources.uris import window_uri
 from tests.mcp.conftest import Dataset, put
@@ -268,3 +269,34 @@ async def _subscribe(client: Client, uri: str) -> None:
 async def _listen(client: Client) -> None:
     async with client.listen(resources_list_changed=True):
         raise AssertionError("the listen stream was acknowledged")
+
+
+async def test_a_stalled_body_at_the_http_mount_is_a_408_jsonrpc_request_timeout(
+    service: ArtifactService,
+) -> None:
+    """The API's body guard raises ``request_timeout`` from ``receive``; /mcp answers it in JSON-RPC."""
+    extension = McpHttpExtension(service.settings)
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/mcp",
+        "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 50000),
+    }
+    sent: list[Message] = []
+
+    async def stalled() -> Message:
+        raise RequestTimeout(timeout_seconds=1)
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    async with extension.lifespan(service):
+        await extension.app(scope, stalled, send)
+    start, body = sent[0], json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+    assert (start["status"], dict(start["headers"])[b"content-type"]) == (408, b"application/json")
+    assert (body["id"], body["error"]["code"], body["error"]["data"]["reason"]) == (
+        None,
+        -32600,
+        "request_timeout",
+    )
