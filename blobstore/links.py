@@ -8,7 +8,7 @@ nothing of the MCP SDK, and the MCP edge validates it into the SDK's ``ResourceL
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypedDict
 
 from blobstore.models import ARTIFACT_URI_PREFIX, Artifact
 from blobstore.units import human_bytes
@@ -23,6 +23,16 @@ ARTIFACT_META_KEY: Final = f"{META_PREFIX}/artifact"
 DEFAULT_MAX_WINDOW: Final = 1024 * 1024
 
 Role = Literal["user", "assistant"]
+
+
+class LinkOptions(TypedDict, total=False):
+    """The keyword arguments of :func:`resource_link`, for the helpers that pass them on."""
+
+    title: str | None
+    description: str | None
+    audience: list[Role] | None
+    priority: float | None
+    max_window: int
 
 
 def iso_utc(moment: datetime) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import math
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Unpack
 
 from mcp.types import (
     AudioContent,
@@ -23,7 +23,7 @@ from mcp.types import (
     TextContent,
 )
 
-from blobstore.links import ARTIFACT_META_KEY, DEFAULT_MAX_WINDOW, Role, describe, resource_link
+from blobstore.links import ARTIFACT_META_KEY, LinkOptions, Role, describe, resource_link
 from blobstore.models import Artifact, Caller
 from mcp_resources.renditions import NotAnImage, Rendition, RenditionCache, downscale_async, rendition_key
 
@@ -90,25 +90,10 @@ def estimate_image_tokens(
 # -- links ----------------------------------------------------------------------------------------------
 
 
-def resource_link_for(
-    artifact: Artifact,
-    *,
-    title: str | None = None,
-    description: str | None = None,
-    audience: list[Role] | None = None,
-    priority: float | None = None,
-    max_window: int = DEFAULT_MAX_WINDOW,
-) -> ResourceLink:
-    """A ``resource_link`` block for an artifact: :func:`blobstore.links.resource_link` as the SDK's type."""
-    block = resource_link(
-        artifact,
-        title=title,
-        description=description,
-        audience=audience,
-        priority=priority,
-        max_window=max_window,
-    )
-    return ResourceLink.model_validate(block)
+def resource_link_for(artifact: Artifact, **options: Unpack[LinkOptions]) -> ResourceLink:
+    """A ``resource_link`` block for an artifact (``title``, ``description``, ``audience``, ``priority``,
+    ``max_window``): :func:`blobstore.links.resource_link` as the SDK's type."""
+    return ResourceLink.model_validate(resource_link(artifact, **options))
 
 
 # -- tool results ---------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any
 
 from mcp.server import MCPServer, Server, ServerRequestContext
 from mcp.server.lowlevel.server import HandlerEntry
@@ -29,13 +29,13 @@ from mcp.types import (
     ReadResourceResult,
     ResourceLink,
 )
-from pydantic import BaseModel
 
 from blobstore.errors import InvalidRequest
 from blobstore.links import Role
 from blobstore.models import Artifact, Caller
 from blobstore.service import ArtifactService
 from blobstore.validation import validate_metadata
+from mcp_resources.compose import HOST_CURSOR, STORE_CURSOR, after_the_hosts, as_result, by_scheme
 from mcp_resources.content import resource_link_for, tool_result_for
 from mcp_resources.errors import to_mcp_error
 from mcp_resources.notifications import StoreNotifications
@@ -44,12 +44,6 @@ from mcp_resources.resources import DEFAULT_PAGE_SIZE, CallerResolver, StoreReso
 from mcp_resources.sdk_internals import check_sdk_shape, lowlevel_server, subscription_bus
 from mcp_resources.server import fixed_caller
 from mcp_resources.tools import StoreTools
-from mcp_resources.uris import is_store_uri
-
-# Composite cursors: the host server's own pages first ("h:<its cursor>"), then the store's ("s:<our
-# cursor>").
-_HOST: Final = "h:"
-_STORE: Final = "s:"
 
 
 @dataclass
@@ -161,22 +155,15 @@ def _lowlevel(server: Server[Any] | MCPServer) -> Server[Any]:
     return lowlevel_server(server) if isinstance(server, MCPServer) else server
 
 
-M = TypeVar("M", bound=BaseModel)
-
-
-def _as(model: type[M], result: Any) -> M:
-    return result if isinstance(result, model) else model.model_validate(result)
-
-
 def _split(params: PaginatedRequestParams | None) -> tuple[str, str | None]:
     """Which part a composite cursor points into, and the part's own cursor."""
     cursor = params.cursor if params is not None else None
     if cursor is None:
-        return _HOST, None
-    if cursor.startswith(_HOST):
-        return _HOST, cursor[len(_HOST) :]
-    if cursor.startswith(_STORE):
-        return _STORE, cursor[len(_STORE) :] or None
+        return HOST_CURSOR, None
+    if cursor.startswith(HOST_CURSOR):
+        return HOST_CURSOR, cursor[len(HOST_CURSOR) :]
+    if cursor.startswith(STORE_CURSOR):
+        return STORE_CURSOR, cursor[len(STORE_CURSOR) :] or None
     raise to_mcp_error(InvalidRequest("invalid cursor"))
 
 
@@ -240,59 +227,41 @@ def _compose_resources(low: Server[Any], resources: StoreResources) -> None:
         ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
     ) -> ListResourcesResult:
         part, cursor = (
-            _split(params) if prev_list is not None else (_STORE, params.cursor if params else None)
+            _split(params) if prev_list is not None else (STORE_CURSOR, params.cursor if params else None)
         )
         if prev_list is None:
             return await resources.list_resources(ctx, _with_cursor(params, cursor))
-        if part == _HOST:
-            theirs = _as(ListResourcesResult, await prev_list.handler(ctx, _with_cursor(params, cursor)))
+        if part == HOST_CURSOR:
+            theirs = as_result(
+                ListResourcesResult, await prev_list.handler(ctx, _with_cursor(params, cursor))
+            )
             if theirs.next_cursor is not None:
-                return theirs.model_copy(update={"next_cursor": _HOST + theirs.next_cursor})
+                return theirs.model_copy(update={"next_cursor": HOST_CURSOR + theirs.next_cursor})
             ours = await resources.list_resources(ctx, _with_cursor(params, None))
             merged = list(theirs.resources) + list(ours.resources)
         else:
             ours = await resources.list_resources(ctx, _with_cursor(params, cursor))
             merged = list(ours.resources)
-        following = _STORE + ours.next_cursor if ours.next_cursor is not None else None
+        following = STORE_CURSOR + ours.next_cursor if ours.next_cursor is not None else None
         return ListResourcesResult(resources=merged, next_cursor=following, ttl_ms=0, cache_scope="private")
 
-    async def list_templates(
-        ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
-    ) -> ListResourceTemplatesResult:
-        if prev_templates is None:
-            return await resources.list_templates(ctx, params)
-        theirs = _as(ListResourceTemplatesResult, await prev_templates.handler(ctx, params))
-        if theirs.next_cursor is not None:
-            return theirs
-        ours = resources.templates()
-        return theirs.model_copy(update={"resource_templates": [*theirs.resource_templates, *ours]})
-
-    async def read_resource(
-        ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
-    ) -> ReadResourceResult:
-        if is_store_uri(params.uri) or prev_read is None:
-            return await resources.read_resource(ctx, params)
-        return _as(ReadResourceResult, await prev_read.handler(ctx, params))
-
     low.add_request_handler("resources/list", PaginatedRequestParams, list_resources)
-    low.add_request_handler("resources/templates/list", PaginatedRequestParams, list_templates)
-    low.add_request_handler("resources/read", ReadResourceRequestParams, read_resource)
+    templates = after_the_hosts(
+        resources.list_templates,
+        prev_templates,
+        ListResourceTemplatesResult,
+        "resource_templates",
+        resources.templates,
+    )
+    low.add_request_handler("resources/templates/list", PaginatedRequestParams, templates)
+    read = by_scheme(resources.read_resource, prev_read, ReadResourceResult)
+    low.add_request_handler("resources/read", ReadResourceRequestParams, read)
 
 
 def _compose_tools(low: Server[Any], store_tools: StoreTools) -> None:
     prev_list: HandlerEntry[Any] | None = low.get_request_handler("tools/list")
     prev_call: HandlerEntry[Any] | None = low.get_request_handler("tools/call")
     prev_schema = low.get_tool_input_schema
-
-    async def list_tools(
-        ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
-    ) -> ListToolsResult:
-        if prev_list is None:
-            return await store_tools.list_tools(ctx, params)
-        theirs = _as(ListToolsResult, await prev_list.handler(ctx, params))
-        if theirs.next_cursor is not None:
-            return theirs
-        return theirs.model_copy(update={"tools": [*theirs.tools, *store_tools.tools]})
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> Any:
         if store_tools.handles(params.name) or prev_call is None:
@@ -304,6 +273,9 @@ def _compose_tools(low: Server[Any], store_tools: StoreTools) -> None:
             return store_tools.input_schema(name)
         return prev_schema(name) if prev_schema is not None else None
 
+    list_tools = after_the_hosts(
+        store_tools.list_tools, prev_list, ListToolsResult, "tools", lambda: store_tools.tools
+    )
     low.add_request_handler("tools/list", PaginatedRequestParams, list_tools)
     low.add_request_handler("tools/call", CallToolRequestParams, call_tool)
     low.get_tool_input_schema = input_schema

@@ -62,6 +62,7 @@ from blobstore.errors import BlobstoreError, LimitExceeded, NotFound
 from blobstore.events import ArtifactChange, ArtifactEvent
 from blobstore.models import Caller, Scope
 from blobstore.service import ArtifactService
+from mcp_resources.compose import by_scheme
 from mcp_resources.errors import mcp_handler
 from mcp_resources.resources import CallerResolver
 from mcp_resources.sdk_internals import connection_of
@@ -77,7 +78,6 @@ _FEED_STATE_KEY: Final = "blobstore.feed"
 _GONE: Final = frozenset({ArtifactChange.DELETED, ArtifactChange.EXPIRED})
 
 Send = Callable[[ServerEvent], Awaitable[None]]
-RequestHandler = Callable[[ServerRequestContext[Any, Any], Any], Awaitable[Any]]
 
 
 class Feed:
@@ -197,8 +197,6 @@ class StoreNotifications:
         self._feeds: list[Feed] = []
         self._unsubscribe_events: Callable[[], None] | None = None
         self._groups: list[TaskGroup] = []
-        self._prev_subscribe: RequestHandler | None = None
-        self._prev_unsubscribe: RequestHandler | None = None
 
     # -- routing ---------------------------------------------------------------------------------------------
 
@@ -309,16 +307,8 @@ class StoreNotifications:
                 self._session_feed(ctx, caller)
         return await call_next(ctx)
 
-    async def subscribe(
-        self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams
-    ) -> EmptyResult:
-        if not is_store_uri(params.uri) and self._prev_subscribe is not None:
-            result: EmptyResult = await self._prev_subscribe(ctx, params)
-            return result
-        return await self._subscribe_store_uri(ctx, params)
-
     @mcp_handler
-    async def _subscribe_store_uri(
+    async def subscribe(
         self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams
     ) -> EmptyResult:
         caller = self._caller(ctx)
@@ -334,12 +324,10 @@ class StoreNotifications:
             feed.watch(params.uri, ref.artifact_id)
         return EmptyResult()
 
+    @mcp_handler
     async def unsubscribe(
         self, ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams
     ) -> EmptyResult:
-        if not is_store_uri(params.uri) and self._prev_unsubscribe is not None:
-            result: EmptyResult = await self._prev_unsubscribe(ctx, params)
-            return result
         feed = connection_of(ctx).state.get(_FEED_STATE_KEY)
         if isinstance(feed, Feed):
             feed.unwatch(params.uri)
@@ -445,12 +433,12 @@ class StoreNotifications:
         server.lifespan = self.wrap_lifespan(server.lifespan)
         if not session_subscriptions:
             return
-        prev_subscribe = server.get_request_handler("resources/subscribe")
-        prev_unsubscribe = server.get_request_handler("resources/unsubscribe")
-        self._prev_subscribe = prev_subscribe.handler if prev_subscribe is not None else None
-        self._prev_unsubscribe = prev_unsubscribe.handler if prev_unsubscribe is not None else None
-        server.add_request_handler("resources/subscribe", SubscribeRequestParams, self.subscribe)
-        server.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, self.unsubscribe)
+        subscribe = by_scheme(self.subscribe, server.get_request_handler("resources/subscribe"), EmptyResult)
+        unsubscribe = by_scheme(
+            self.unsubscribe, server.get_request_handler("resources/unsubscribe"), EmptyResult
+        )
+        server.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
+        server.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
         server.middleware.extend([self.track_sessions, advertise_list_changed])
 
 

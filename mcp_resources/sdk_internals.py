@@ -53,23 +53,21 @@ class _Needed:
         return f"{self.owner.__module__}.{self.owner.__qualname__}.{self.name}"
 
 
-NEEDED: Final = (
-    # private: reached below
-    _Needed(ServerSession, "_connection", set_in_init=True),
-    _Needed(MCPServer, "_lowlevel_server", set_in_init=True),
-    _Needed(MCPServer, "_subscriptions", set_in_init=True),
-    # public, but what the handshake-era feeds use of the connection
-    _Needed(Connection, "state", set_in_init=True),
-    _Needed(Connection, "exit_stack", set_in_init=True),
-    _Needed(Connection, "initialized", set_in_init=True),
-    _Needed(Connection, "has_standalone_channel", set_in_init=False),
-    _Needed(Connection, "send_resource_updated", set_in_init=False),
-    _Needed(Connection, "send_resource_list_changed", set_in_init=False),
-    # provisional: the middleware chain the error-free seams (metrics, session feeds, capabilities) hang on
-    _Needed(Server, "middleware", set_in_init=True),
-    _Needed(Server, "lifespan", set_in_init=True),
-    _Needed(Server, "get_request_handler", set_in_init=False),
-    _Needed(Server, "add_request_handler", set_in_init=False),
+_SET_IN_INIT: Final[dict[type[Any], tuple[str, ...]]] = {
+    ServerSession: ("_connection",),  # private: read by connection_of
+    MCPServer: ("_lowlevel_server", "_subscriptions"),  # private: read by lowlevel_server, subscription_bus
+    Connection: ("state", "exit_stack", "initialized"),  # what a handshake-era feed lives on
+    Server: ("middleware", "lifespan"),  # provisional middleware chain; the lifespan feeds run in
+}
+_ON_CLASS: Final[dict[type[Any], tuple[str, ...]]] = {
+    Connection: ("has_standalone_channel", "send_resource_updated", "send_resource_list_changed"),
+    Server: ("get_request_handler", "add_request_handler"),
+}
+NEEDED: Final = tuple(
+    _Needed(owner, name, set_in_init)
+    for table, set_in_init in ((_SET_IN_INIT, True), (_ON_CLASS, False))
+    for owner, names in table.items()
+    for name in names
 )
 
 

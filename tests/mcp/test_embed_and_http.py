@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,7 +17,6 @@ from starlette.types import Message
 from blobstore.config import Settings
 from blobstore.errors import RequestTimeout, all_codes
 from blobstore.models import Caller
-from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from mcp_resources.embed import embed_store
 from mcp_resources.errors import unmapped_codes
@@ -28,12 +26,6 @@ from mcp_resources.uris import window_uri
 from tests.mcp.conftest import Dataset, put
 
 CALLER = Caller(namespace="embedded")
-
-
-@pytest.fixture
-async def service(tmp_path: Path) -> AsyncIterator[ArtifactService]:
-    async with open_service(Settings(data_dir=tmp_path, storage_url="memory://")) as svc:
-        yield svc
 
 
 def host_server() -> MCPServer:

@@ -45,7 +45,6 @@ from blobstore.cleanup import run_cleanup
 from blobstore.config import Settings
 from blobstore.events import ArtifactChange, ArtifactEvent
 from blobstore.models import Artifact, Caller
-from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from mcp_resources.embed import embed_store
 from mcp_resources.http import McpHttpExtension
@@ -57,12 +56,6 @@ ALICE = Caller(namespace="alice")
 BOB = Caller(namespace="bob")
 GUARD_SECONDS = 30
 """Only a hang guard: every wait below ends on the notification it waits for."""
-
-
-@pytest.fixture
-async def service(tmp_path: Path) -> AsyncIterator[ArtifactService]:
-    async with open_service(Settings(data_dir=tmp_path, storage_url="memory://")) as svc:
-        yield svc
 
 
 async def store(

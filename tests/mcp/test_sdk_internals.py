@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,9 +9,7 @@ from mcp.server import MCPServer
 from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
 
-from blobstore.config import Settings
 from blobstore.models import Caller
-from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from mcp_resources.embed import embed_store
 from mcp_resources.sdk_internals import (
@@ -25,12 +21,6 @@ from mcp_resources.sdk_internals import (
 from mcp_resources.server import create_server, fixed_caller
 
 CALLER = Caller(namespace="ns")
-
-
-@pytest.fixture
-async def service(tmp_path: Path) -> AsyncIterator[ArtifactService]:
-    async with open_service(Settings(data_dir=tmp_path, storage_url="memory://")) as svc:
-        yield svc
 
 
 def test_the_pinned_sdk_has_everything_the_edge_relies_on() -> None:
