@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from blobstore.models import ARTIFACT_URI_PREFIX
+from blobstore.models import artifact_uri
 
 logger = logging.getLogger("blobstore.events")
 
@@ -32,7 +32,7 @@ class ArtifactEvent:
 
     @property
     def uri(self) -> str:
-        return f"{ARTIFACT_URI_PREFIX}{self.artifact_id}"
+        return artifact_uri(self.artifact_id)
 
 
 Listener = Callable[[ArtifactEvent], Awaitable[None]]

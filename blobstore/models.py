@@ -12,6 +12,12 @@ from typing import Any, Generic, TypeVar
 
 ARTIFACT_URI_PREFIX = "blobstore://artifacts/"
 
+
+def artifact_uri(artifact_id: str) -> str:
+    """The one spelling of an artifact's URI, for every edge that names one."""
+    return f"{ARTIFACT_URI_PREFIX}{artifact_id}"
+
+
 T = TypeVar("T")
 
 
@@ -105,7 +111,7 @@ class Artifact:
 
     @property
     def uri(self) -> str:
-        return f"{ARTIFACT_URI_PREFIX}{self.id}"
+        return artifact_uri(self.id)
 
     @property
     def digest(self) -> str:

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import base64
 import math
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final, Unpack
 
 from mcp.types import (
-    Annotations,
     AudioContent,
     CallToolResult,
     ContentBlock,
@@ -25,16 +23,15 @@ from mcp.types import (
     TextContent,
 )
 
+from blobstore.links import ARTIFACT_META_KEY, LinkOptions, Role, describe, resource_link
 from blobstore.models import Artifact, Caller
 from mcp_resources.renditions import NotAnImage, Rendition, RenditionCache, downscale_async, rendition_key
-from mcp_resources.uris import ARTIFACT_META_KEY, WINDOW_URI_TEMPLATE
 
 if TYPE_CHECKING:
     from blobstore.service import ArtifactService
 
 DEFAULT_INLINE_LIMIT: Final = 512 * 1024
 DEFAULT_LONG_EDGE: Final = 1024
-DEFAULT_MAX_WINDOW: Final = 1024 * 1024
 MAX_DECODE_BYTES: Final = 32 * 1024 * 1024
 """Images larger than this (encoded) are linked, never decoded: decoding needs the whole file in memory."""
 
@@ -51,8 +48,6 @@ INLINE_AUDIO_TYPES: Final = frozenset(
         "audio/mp4",
     }
 )
-
-Role = Literal["user", "assistant"]
 
 # -- image token estimate -------------------------------------------------------------------------------
 
@@ -92,70 +87,13 @@ def estimate_image_tokens(
     return math.ceil(w / tile) * math.ceil(h / tile) * tokens_per_tile + base
 
 
-# -- descriptions ---------------------------------------------------------------------------------------
+# -- links ----------------------------------------------------------------------------------------------
 
 
-def human_size(size: int) -> str:
-    value = float(size)
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{size} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
-def iso_utc(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def describe(artifact: Artifact) -> str:
-    """One line a model can budget with: type, size, and media facts when known."""
-    parts = [artifact.mime_type, human_size(artifact.size)]
-    media = artifact.media or {}
-    if media.get("width") and media.get("height"):
-        parts.append(f"{media['width']}x{media['height']} px")
-    if media.get("duration_seconds") is not None:
-        parts.append(f"{media['duration_seconds']:.1f} s")
-    return f"{artifact.name} ({', '.join(parts)})"
-
-
-def title_of(artifact: Artifact) -> str:
-    title = (artifact.metadata or {}).get("title")
-    return title if isinstance(title, str) and title else artifact.name
-
-
-def resource_link_for(
-    artifact: Artifact,
-    *,
-    title: str | None = None,
-    description: str | None = None,
-    audience: list[Role] | None = None,
-    priority: float | None = None,
-    max_window: int = DEFAULT_MAX_WINDOW,
-) -> ResourceLink:
-    """A ``resource_link`` block for an artifact.
-
-    It carries uri, name, title, mimeType, size, description and annotations (lastModified, plus audience and
-    priority when given), and the window template under ``_meta``.
-    """
-    return ResourceLink(
-        uri=artifact.uri,
-        name=artifact.name,
-        title=title or title_of(artifact),
-        mime_type=artifact.mime_type,
-        size=artifact.size,
-        description=description or describe(artifact),
-        annotations=Annotations(
-            audience=audience, priority=priority, last_modified=iso_utc(artifact.created_at)
-        ),
-        _meta={
-            ARTIFACT_META_KEY: {
-                "sha256": artifact.sha256,
-                "rangeTemplate": WINDOW_URI_TEMPLATE.replace("{artifact_id}", artifact.id),
-                "maxWindow": max_window,
-            }
-        },
-    )
+def resource_link_for(artifact: Artifact, **options: Unpack[LinkOptions]) -> ResourceLink:
+    """A ``resource_link`` block for an artifact (``title``, ``description``, ``audience``, ``priority``,
+    ``max_window``): :func:`blobstore.links.resource_link` as the SDK's type."""
+    return ResourceLink.model_validate(resource_link(artifact, **options))
 
 
 # -- tool results ---------------------------------------------------------------------------------------

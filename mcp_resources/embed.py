@@ -13,10 +13,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any
 
 from mcp.server import MCPServer, Server, ServerRequestContext
 from mcp.server.lowlevel.server import HandlerEntry
+from mcp.server.subscriptions import SubscriptionBus
 from mcp.types import (
     CallToolRequestParams,
     CallToolResult,
@@ -28,24 +29,21 @@ from mcp.types import (
     ReadResourceResult,
     ResourceLink,
 )
-from pydantic import BaseModel
 
 from blobstore.errors import InvalidRequest
+from blobstore.links import Role
 from blobstore.models import Artifact, Caller
 from blobstore.service import ArtifactService
 from blobstore.validation import validate_metadata
-from mcp_resources.content import Role, resource_link_for, tool_result_for
+from mcp_resources.compose import HOST_CURSOR, STORE_CURSOR, after_the_hosts, as_result, by_scheme
+from mcp_resources.content import resource_link_for, tool_result_for
 from mcp_resources.errors import to_mcp_error
 from mcp_resources.notifications import StoreNotifications
 from mcp_resources.renditions import RenditionCache
 from mcp_resources.resources import DEFAULT_PAGE_SIZE, CallerResolver, StoreResources
+from mcp_resources.sdk_internals import check_sdk_shape, lowlevel_server, subscription_bus
 from mcp_resources.server import fixed_caller
 from mcp_resources.tools import StoreTools
-
-# Composite cursors: the host server's own pages first ("h:<its cursor>"), then the store's ("s:<our
-# cursor>").
-_HOST: Final = "h:"
-_STORE: Final = "s:"
 
 
 @dataclass
@@ -154,30 +152,18 @@ class EmbeddedStore:
 
 
 def _lowlevel(server: Server[Any] | MCPServer) -> Server[Any]:
-    if isinstance(server, MCPServer):
-        # MCPServer has no public accessor for its low-level server; the SDK's own Client reaches it the same
-        # way.
-        inner: Server[Any] = server._lowlevel_server
-        return inner
-    return server
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def _as(model: type[M], result: Any) -> M:
-    return result if isinstance(result, model) else model.model_validate(result)
+    return lowlevel_server(server) if isinstance(server, MCPServer) else server
 
 
 def _split(params: PaginatedRequestParams | None) -> tuple[str, str | None]:
     """Which part a composite cursor points into, and the part's own cursor."""
     cursor = params.cursor if params is not None else None
     if cursor is None:
-        return _HOST, None
-    if cursor.startswith(_HOST):
-        return _HOST, cursor[len(_HOST) :]
-    if cursor.startswith(_STORE):
-        return _STORE, cursor[len(_STORE) :] or None
+        return HOST_CURSOR, None
+    if cursor.startswith(HOST_CURSOR):
+        return HOST_CURSOR, cursor[len(HOST_CURSOR) :]
+    if cursor.startswith(STORE_CURSOR):
+        return STORE_CURSOR, cursor[len(STORE_CURSOR) :] or None
     raise to_mcp_error(InvalidRequest("invalid cursor"))
 
 
@@ -194,16 +180,19 @@ def embed_store(
     tools: bool = False,
     page_size: int = DEFAULT_PAGE_SIZE,
     notifications: bool = True,
+    subscriptions: SubscriptionBus | None = None,
 ) -> EmbeddedStore:
     """Register the store's resource handlers (and, with ``tools=True``, the upload/read tools) on ``server``.
 
     ``caller`` is the principal the tool server stores and reads as (a fixed :class:`Caller`), or a resolver
     from the request context when the host authenticates callers itself. With ``notifications``, the host's
     clients hear ``resources/updated`` and ``list_changed`` for the store's artifacts in both protocol eras
-    (see :mod:`mcp_resources.notifications`); an ``MCPServer``'s own listen events keep flowing. A low-level
-    server that already serves ``subscriptions/listen`` keeps its handler (store changes then reach only
-    handshake-era sessions).
+    (see :mod:`mcp_resources.notifications`); an ``MCPServer``'s own listen events keep flowing: pass the bus
+    it was given as ``MCPServer(subscriptions=...)`` as ``subscriptions`` (without it, the bus the
+    ``MCPServer`` made itself is used). A low-level server that already serves ``subscriptions/listen`` keeps
+    its handler unless its bus is passed (store changes then reach only handshake-era sessions).
     """
+    check_sdk_shape()
     resolver = fixed_caller(caller) if isinstance(caller, Caller) else caller
     resources = StoreResources(service, resolver, page_size=page_size)
     store_tools = StoreTools(resources) if tools else None
@@ -213,8 +202,10 @@ def embed_store(
         _compose_tools(low, store_tools)
     if notifications:
         serves_listen = low.get_request_handler("subscriptions/listen") is not None
-        # MCPServer keeps its listen bus private; its events (tool and prompt changes) are forwarded from it.
-        host_bus = server._subscriptions if isinstance(server, MCPServer) else None
+        # The host's own events (tool and prompt changes) are forwarded from its bus to the listen streams.
+        host_bus = subscriptions
+        if host_bus is None and isinstance(server, MCPServer):
+            host_bus = subscription_bus(server)
         StoreNotifications(service, resolver, host_bus=host_bus).install(
             low, listen=serves_listen if host_bus is not None else not serves_listen
         )
@@ -236,61 +227,41 @@ def _compose_resources(low: Server[Any], resources: StoreResources) -> None:
         ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
     ) -> ListResourcesResult:
         part, cursor = (
-            _split(params) if prev_list is not None else (_STORE, params.cursor if params else None)
+            _split(params) if prev_list is not None else (STORE_CURSOR, params.cursor if params else None)
         )
         if prev_list is None:
             return await resources.list_resources(ctx, _with_cursor(params, cursor))
-        if part == _HOST:
-            theirs = _as(ListResourcesResult, await prev_list.handler(ctx, _with_cursor(params, cursor)))
+        if part == HOST_CURSOR:
+            theirs = as_result(
+                ListResourcesResult, await prev_list.handler(ctx, _with_cursor(params, cursor))
+            )
             if theirs.next_cursor is not None:
-                return theirs.model_copy(update={"next_cursor": _HOST + theirs.next_cursor})
+                return theirs.model_copy(update={"next_cursor": HOST_CURSOR + theirs.next_cursor})
             ours = await resources.list_resources(ctx, _with_cursor(params, None))
             merged = list(theirs.resources) + list(ours.resources)
         else:
             ours = await resources.list_resources(ctx, _with_cursor(params, cursor))
             merged = list(ours.resources)
-        following = _STORE + ours.next_cursor if ours.next_cursor is not None else None
+        following = STORE_CURSOR + ours.next_cursor if ours.next_cursor is not None else None
         return ListResourcesResult(resources=merged, next_cursor=following, ttl_ms=0, cache_scope="private")
 
-    async def list_templates(
-        ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
-    ) -> ListResourceTemplatesResult:
-        if prev_templates is None:
-            return await resources.list_templates(ctx, params)
-        theirs = _as(ListResourceTemplatesResult, await prev_templates.handler(ctx, params))
-        if theirs.next_cursor is not None:
-            return theirs
-        ours = resources.templates()
-        return theirs.model_copy(update={"resource_templates": [*theirs.resource_templates, *ours]})
-
-    async def read_resource(
-        ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
-    ) -> ReadResourceResult:
-        from mcp_resources.uris import is_store_uri
-
-        if is_store_uri(params.uri) or prev_read is None:
-            return await resources.read_resource(ctx, params)
-        return _as(ReadResourceResult, await prev_read.handler(ctx, params))
-
     low.add_request_handler("resources/list", PaginatedRequestParams, list_resources)
-    low.add_request_handler("resources/templates/list", PaginatedRequestParams, list_templates)
-    low.add_request_handler("resources/read", ReadResourceRequestParams, read_resource)
+    templates = after_the_hosts(
+        resources.list_templates,
+        prev_templates,
+        ListResourceTemplatesResult,
+        "resource_templates",
+        resources.templates,
+    )
+    low.add_request_handler("resources/templates/list", PaginatedRequestParams, templates)
+    read = by_scheme(resources.read_resource, prev_read, ReadResourceResult)
+    low.add_request_handler("resources/read", ReadResourceRequestParams, read)
 
 
 def _compose_tools(low: Server[Any], store_tools: StoreTools) -> None:
     prev_list: HandlerEntry[Any] | None = low.get_request_handler("tools/list")
     prev_call: HandlerEntry[Any] | None = low.get_request_handler("tools/call")
     prev_schema = low.get_tool_input_schema
-
-    async def list_tools(
-        ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
-    ) -> ListToolsResult:
-        if prev_list is None:
-            return await store_tools.list_tools(ctx, params)
-        theirs = _as(ListToolsResult, await prev_list.handler(ctx, params))
-        if theirs.next_cursor is not None:
-            return theirs
-        return theirs.model_copy(update={"tools": [*theirs.tools, *store_tools.tools]})
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> Any:
         if store_tools.handles(params.name) or prev_call is None:
@@ -302,6 +273,9 @@ def _compose_tools(low: Server[Any], store_tools: StoreTools) -> None:
             return store_tools.input_schema(name)
         return prev_schema(name) if prev_schema is not None else None
 
+    list_tools = after_the_hosts(
+        store_tools.list_tools, prev_list, ListToolsResult, "tools", lambda: store_tools.tools
+    )
     low.add_request_handler("tools/list", PaginatedRequestParams, list_tools)
     low.add_request_handler("tools/call", CallToolRequestParams, call_tool)
     low.get_tool_input_schema = input_schema

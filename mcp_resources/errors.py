@@ -1,6 +1,7 @@
 """The one mapping from the error catalogue (:mod:`blobstore.errors`) to JSON-RPC errors.
 
-Every error the MCP edge reports goes through :func:`to_mcp_error`: ``code`` is the JSON-RPC number,
+Every store request handler is wrapped in :func:`mcp_handler`, the one point where whatever it raises becomes
+the error the client receives, through :func:`to_mcp_error`: ``code`` is the JSON-RPC number,
 ``message`` the catalogue's safe message and ``data.reason`` the stable catalogue code, with the error's
 details in camelCase beside it. Anything that is not a :class:`~blobstore.errors.BlobstoreError` is reported
 as ``internal`` without its text (and logged here, so nothing is swallowed).
@@ -8,8 +9,10 @@ as ``internal`` without its text (and logged here, so nothing is swallowed).
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import Any, Final
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, ParamSpec, TypeVar
 
 from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
@@ -86,6 +89,34 @@ def to_mcp_error(exc: BaseException, *, uri: str | None = None, **extra: Any) ->
     if exc.code == "internal" or jsonrpc_code(exc.code) == INTERNAL_ERROR:
         logger.error("storage error while serving an MCP request: %r", exc)
     return MCPError(jsonrpc_code(exc.code), exc.message, data=error_data(exc, uri=uri, **extra))
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def requested_uri(params: object) -> str | None:
+    """The resource a request names (``resources/read``, ``resources/subscribe``), if it names one."""
+    uri = getattr(params, "uri", None)
+    return uri if isinstance(uri, str) else None
+
+
+def mcp_handler(handler: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """Wrap a request handler whose last argument is the request's params: what it raises reaches the client
+    as :func:`to_mcp_error` makes it, with ``data.uri`` when the request names a resource.
+
+    Handlers raise the catalogue's errors (or an ``MCPError`` of their own, passed on unchanged); an unknown
+    exception becomes ``-32603`` with ``data.reason = "internal"`` and no text of its own.
+    """
+
+    @functools.wraps(handler)
+    async def mapped(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await handler(*args, **kwargs)
+        except Exception as exc:
+            raise to_mcp_error(exc, uri=requested_uri(args[-1]) if args else None) from None
+
+    return mapped
 
 
 def unmapped_codes() -> set[str]:

@@ -29,10 +29,9 @@ from mcp.server import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from blobstore.api.errors import error_response
 from blobstore.auth import Authenticator
 from blobstore.config import Settings
 from blobstore.errors import BlobstoreError, LimitExceeded, Unauthorized
@@ -44,6 +43,9 @@ from mcp_resources.tools import PROGRESS_TOOLS
 
 MCP_PATH: Final = "/mcp"
 CALLER_STATE_KEY: Final = "blobstore.caller"
+PROBLEM_TYPE_PREFIX: Final = "urn:blobstore:problem:"
+BEARER_CHALLENGE: Final = 'Bearer realm="blobstore"'
+_REFUSAL_STATUS: Final = {"limit_exceeded": 413, "too_large": 413, "request_timeout": 408}
 JSON_ENVELOPE_BYTES: Final = 64 * 1024
 _LOOPBACK_HOSTS: Final = ("127.0.0.1", "localhost", "[::1]")
 _WILDCARD_HOSTS: Final = ("0.0.0.0", "::", "")
@@ -78,13 +80,30 @@ def _too_large(settings: Settings) -> LimitExceeded:
     )
 
 
-async def _refuse_as_jsonrpc(exc: LimitExceeded, scope: Scope, receive: Receive, send: Send) -> None:
-    """413 with a JSON-RPC error body: the request's id is unknown before its body is read, so it is null (the
-    SDK client answers the pending request with it)."""
+def _refused_as_jsonrpc(exc: BlobstoreError) -> Response:
+    """A JSON-RPC error body with an HTTP error status (413 too large, 408 stalled): the request's id is
+    unknown before its body is read, so it is null (the SDK client answers the pending request with it)."""
     error = to_mcp_error(exc)
     body = {"jsonrpc": "2.0", "id": None, "error": error.error.model_dump(mode="json", exclude_none=True)}
-    response = Response(json.dumps(body), status_code=413, media_type="application/json")
-    await response(scope, receive, send)
+    status = _REFUSAL_STATUS.get(exc.code, 400)
+    return Response(json.dumps(body), status_code=status, media_type="application/json")
+
+
+def _unauthorized(exc: Unauthorized) -> Response:
+    """401 before any JSON-RPC is read, as the SDK's own bearer-auth middleware answers it, but as the same
+    ``application/problem+json`` object (``code: unauthorized``) the rest of the server sends for a refused
+    token, so a client reads one shape whichever path it called.
+    """
+    body = {"type": PROBLEM_TYPE_PREFIX + exc.code, "title": Unauthorized.default_message, "status": 401}
+    body["code"] = exc.code
+    if exc.message != exc.default_message:
+        body["detail"] = exc.message
+    return JSONResponse(
+        body,
+        status_code=401,
+        headers={"WWW-Authenticate": BEARER_CHALLENGE},
+        media_type="application/problem+json",
+    )
 
 
 def _declared_length(scope: Scope) -> int | None:
@@ -222,7 +241,7 @@ class McpHttpExtension:
                 Request(scope).headers.get("authorization"), client_host=client[0] if client else None
             )
         except Unauthorized as exc:
-            await error_response(exc)(scope, receive, send)
+            await _unauthorized(exc)(scope, receive, send)
             return
         scope.setdefault("state", {})[CALLER_STATE_KEY] = caller
         if scope.get("method") != "POST":
@@ -231,16 +250,16 @@ class McpHttpExtension:
         limit = max_request_body(self.settings)
         declared = _declared_length(scope)
         if declared is not None and declared > limit:
-            await _refuse_as_jsonrpc(_too_large(self.settings), scope, receive, send)
+            await _refused_as_jsonrpc(_too_large(self.settings))(scope, receive, send)
             return
         try:
             messages, body = await _read_body(receive, limit)
-        except BlobstoreError as exc:  # a stalled or trickling body (request_timeout)
-            await error_response(exc)(scope, receive, send)
+        except BlobstoreError as exc:  # the API's body guard gave up on the body (request_timeout, too_large)
+            await _refused_as_jsonrpc(exc)(scope, receive, send)
             return
         if body is None and messages[-1]["type"] == "http.request":
             # Past the limit without a Content-Length: a JSON-RPC error, never the SDK's text/plain 413.
-            await _refuse_as_jsonrpc(_too_large(self.settings), scope, receive, send)
+            await _refused_as_jsonrpc(_too_large(self.settings))(scope, receive, send)
             return
         chosen = manager if body is None or needs_event_stream(body) else json_manager
         await chosen.handle_request(scope, _replaying(messages, receive), send)

@@ -32,9 +32,7 @@ from typing import Any, Final
 import anyio
 from anyio.abc import TaskGroup
 from mcp.server import Server, ServerRequestContext
-from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult
-from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.subscriptions import SubscriptionBus
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import (
@@ -60,12 +58,14 @@ from mcp.types import (
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from blobstore.auth import require_scope
-from blobstore.errors import BlobstoreError, Forbidden, LimitExceeded, NotFound, Unauthorized
+from blobstore.errors import BlobstoreError, LimitExceeded, NotFound
 from blobstore.events import ArtifactChange, ArtifactEvent
 from blobstore.models import Caller, Scope
 from blobstore.service import ArtifactService
-from mcp_resources.errors import to_mcp_error
+from mcp_resources.compose import by_scheme
+from mcp_resources.errors import mcp_handler
 from mcp_resources.resources import CallerResolver
+from mcp_resources.sdk_internals import connection_of
 from mcp_resources.uris import is_store_uri, parse_store_uri
 
 logger = logging.getLogger("mcp_resources.notifications")
@@ -78,7 +78,6 @@ _FEED_STATE_KEY: Final = "blobstore.feed"
 _GONE: Final = frozenset({ArtifactChange.DELETED, ArtifactChange.EXPIRED})
 
 Send = Callable[[ServerEvent], Awaitable[None]]
-RequestHandler = Callable[[ServerRequestContext[Any, Any], Any], Awaitable[Any]]
 
 
 class Feed:
@@ -180,16 +179,6 @@ class Feed:
                 await self._wake.wait()
 
 
-def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection | None:
-    """The client connection a request arrived on; the session's feed lives as long as it does.
-
-    The low-level request context has no public accessor for it yet (the SDK's ``Context`` has
-    ``.connection``, but the runner hands handlers a ``ServerRequestContext``), so it is read off the session.
-    """
-    found = getattr(ctx.session, "_connection", None)
-    return found if isinstance(found, Connection) else None
-
-
 class StoreNotifications:
     """Routes the service's artifact events to the feeds of connected clients, in both protocol eras."""
 
@@ -208,8 +197,6 @@ class StoreNotifications:
         self._feeds: list[Feed] = []
         self._unsubscribe_events: Callable[[], None] | None = None
         self._groups: list[TaskGroup] = []
-        self._prev_subscribe: RequestHandler | None = None
-        self._prev_unsubscribe: RequestHandler | None = None
 
     # -- routing ---------------------------------------------------------------------------------------------
 
@@ -279,8 +266,9 @@ class StoreNotifications:
         """The feed of ``ctx``'s session, created on first use; None without a standing channel."""
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return None
+        # The session's feed lives as long as its connection does.
         connection = connection_of(ctx)
-        if connection is None or not connection.has_standalone_channel:
+        if not connection.has_standalone_channel:
             return None
         feed = connection.state.get(_FEED_STATE_KEY)
         if isinstance(feed, Feed):
@@ -309,41 +297,38 @@ class StoreNotifications:
         so it hears ``list_changed`` without having subscribed to anything.
         """
         if ctx.request_id is not None:
-            # No feed for a caller who may not read; the request itself reports the refusal.
-            with contextlib.suppress(Unauthorized, Forbidden):
-                self._session_feed(ctx, self._caller(ctx))
+            try:
+                caller = self._caller(ctx)
+            except Exception:
+                # No feed for a caller who may not read, or who cannot be told; the request's own handler
+                # reports why, through the one error mapping.
+                caller = None
+            if caller is not None:
+                self._session_feed(ctx, caller)
         return await call_next(ctx)
 
+    @mcp_handler
     async def subscribe(
         self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams
     ) -> EmptyResult:
-        if not is_store_uri(params.uri) and self._prev_subscribe is not None:
-            result: EmptyResult = await self._prev_subscribe(ctx, params)
-            return result
-        try:
-            caller = self._caller(ctx)
-            ref = parse_store_uri(params.uri)
-            if ref is None:
+        caller = self._caller(ctx)
+        ref = parse_store_uri(params.uri)
+        if ref is None:
+            raise NotFound()
+        # Unknown, expired and foreign artifacts are all "not found": the answer reveals nothing.
+        await self.service.get_artifact(caller, ref.artifact_id)
+        feed = self._session_feed(ctx, caller)
+        if feed is not None:
+            if feed.namespace != caller.namespace:
                 raise NotFound()
-            # Unknown, expired and foreign artifacts are all "not found": the answer reveals nothing.
-            await self.service.get_artifact(caller, ref.artifact_id)
-            feed = self._session_feed(ctx, caller)
-            if feed is not None:
-                if feed.namespace != caller.namespace:
-                    raise NotFound()
-                feed.watch(params.uri, ref.artifact_id)
-        except Exception as exc:
-            raise to_mcp_error(exc, uri=params.uri) from None
+            feed.watch(params.uri, ref.artifact_id)
         return EmptyResult()
 
+    @mcp_handler
     async def unsubscribe(
         self, ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams
     ) -> EmptyResult:
-        if not is_store_uri(params.uri) and self._prev_unsubscribe is not None:
-            result: EmptyResult = await self._prev_unsubscribe(ctx, params)
-            return result
-        connection = connection_of(ctx)
-        feed = connection.state.get(_FEED_STATE_KEY) if connection is not None else None
+        feed = connection_of(ctx).state.get(_FEED_STATE_KEY)
         if isinstance(feed, Feed):
             feed.unwatch(params.uri)
         return EmptyResult()
@@ -393,16 +378,14 @@ class StoreNotifications:
         )
         return honored, feed
 
+    @mcp_handler
     async def listen(
         self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
     ) -> SubscriptionsListenResult:
         subscription_id = ctx.request_id
         if subscription_id is None:
             raise MCPError(INVALID_REQUEST, "subscriptions/listen requires a request id")
-        try:
-            honored, feed = await self._honored(self._caller(ctx), params.notifications)
-        except Exception as exc:
-            raise to_mcp_error(exc) from None
+        honored, feed = await self._honored(self._caller(ctx), params.notifications)
         meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: subscription_id}
 
         async def send(event: ServerEvent) -> None:
@@ -450,37 +433,30 @@ class StoreNotifications:
         server.lifespan = self.wrap_lifespan(server.lifespan)
         if not session_subscriptions:
             return
-        prev_subscribe = server.get_request_handler("resources/subscribe")
-        prev_unsubscribe = server.get_request_handler("resources/unsubscribe")
-        self._prev_subscribe = prev_subscribe.handler if prev_subscribe is not None else None
-        self._prev_unsubscribe = prev_unsubscribe.handler if prev_unsubscribe is not None else None
-        server.add_request_handler("resources/subscribe", SubscribeRequestParams, self.subscribe)
-        server.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, self.unsubscribe)
-        server.middleware.append(self.track_sessions)
-        advertise_list_changed(server)
+        subscribe = by_scheme(self.subscribe, server.get_request_handler("resources/subscribe"), EmptyResult)
+        unsubscribe = by_scheme(
+            self.unsubscribe, server.get_request_handler("resources/unsubscribe"), EmptyResult
+        )
+        server.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
+        server.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
+        server.middleware.extend([self.track_sessions, advertise_list_changed])
 
 
-def advertise_list_changed(server: Server[Any]) -> None:
-    """Make the handshake-era ``initialize`` result say ``resources.listChanged``.
+async def advertise_list_changed(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Middleware: the handshake-era ``initialize`` result says ``resources.listChanged``.
 
     The low-level server takes that flag only as an argument of ``create_initialization_options``, which the
-    runner, the in-memory client and ``server.run`` callers invoke without one; so the instance's method is
-    wrapped, keeping whatever tool and prompt flags a caller does pass.
+    runner, the in-memory client and ``server.run`` callers invoke without one, and a server the store is
+    embedded in is not ours to subclass; so the result is amended on its way out (the SDK's own advice for
+    wrapping ``initialize``), keeping whatever tool and prompt flags it has.
     """
-    original = server.create_initialization_options
-
-    def create_initialization_options(
-        notification_options: NotificationOptions | None = None,
-        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
-        extensions: dict[str, dict[str, Any]] | None = None,
-    ) -> Any:
-        given = notification_options or NotificationOptions()
-        options = NotificationOptions(
-            prompts_changed=given.prompts_changed, resources_changed=True, tools_changed=given.tools_changed
-        )
-        return original(options, experimental_capabilities, extensions)
-
-    server.create_initialization_options = create_initialization_options  # type: ignore[method-assign]
+    result = await call_next(ctx)
+    if ctx.method == "initialize" and isinstance(result, dict):
+        capabilities = result.get("capabilities")
+        resources = capabilities.get("resources") if isinstance(capabilities, dict) else None
+        if isinstance(resources, dict):
+            resources["listChanged"] = True
+    return result
 
 
 __all__ = [
@@ -489,5 +465,4 @@ __all__ = [
     "Feed",
     "StoreNotifications",
     "advertise_list_changed",
-    "connection_of",
 ]

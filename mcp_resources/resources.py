@@ -29,11 +29,11 @@ from mcp.types import (
 
 from blobstore.auth import require_scope
 from blobstore.errors import InvalidRequest, NotFound, RangeRequired
+from blobstore.links import describe, iso_utc, title_of
 from blobstore.models import Artifact, Caller, Scope
 from blobstore.ranges import Window
 from blobstore.service import ArtifactService
-from mcp_resources.content import describe, iso_utc, title_of
-from mcp_resources.errors import to_mcp_error
+from mcp_resources.errors import mcp_handler
 from mcp_resources.uris import (
     ARTIFACT_META_KEY,
     WINDOW_META_KEY,
@@ -138,16 +138,14 @@ class StoreResources:
             _meta={ARTIFACT_META_KEY: meta},
         )
 
+    @mcp_handler
     async def list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
     ) -> ListResourcesResult:
         cursor = params.cursor if params is not None else None
-        try:
-            page = await self.service.list_artifacts(
-                require_scope(self.caller_for(ctx), Scope.READ), limit=self.page_size, cursor=cursor
-            )
-        except Exception as exc:
-            raise to_mcp_error(exc) from None
+        page = await self.service.list_artifacts(
+            require_scope(self.caller_for(ctx), Scope.READ), limit=self.page_size, cursor=cursor
+        )
         return ListResourcesResult(
             resources=[self.resource_for(a) for a in page.items],
             next_cursor=page.next_cursor,
@@ -165,41 +163,39 @@ class StoreResources:
             )
         ]
 
+    @mcp_handler
     async def list_templates(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
     ) -> ListResourceTemplatesResult:
-        try:
-            require_scope(self.caller_for(ctx), Scope.READ)
-        except Exception as exc:
-            raise to_mcp_error(exc) from None
+        require_scope(self.caller_for(ctx), Scope.READ)
         if params is not None and params.cursor is not None:
-            raise to_mcp_error(InvalidRequest("invalid cursor"))
+            raise InvalidRequest("invalid cursor")
         return ListResourceTemplatesResult(
             resource_templates=self.templates(), ttl_ms=TEMPLATES_TTL_MS, cache_scope="public"
         )
 
     # -- reading ----------------------------------------------------------------------------------------
 
+    @mcp_handler
     async def read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
     ) -> ReadResourceResult:
-        try:
-            caller = require_scope(self.caller_for(ctx), Scope.READ)
-        except Exception as exc:
-            raise to_mcp_error(exc, uri=params.uri) from None
-        return await self.read(caller, params.uri)
+        return await self._read(require_scope(self.caller_for(ctx), Scope.READ), params)
 
     async def read(self, caller: Caller, uri: str) -> ReadResourceResult:
-        """Read a store URI for ``caller``; every failure is an ``MCPError`` carrying ``data.uri``."""
-        try:
-            ref = parse_store_uri(uri)
-            if ref is None:
-                raise NotFound()
-            if ref.has_window:
-                return await self._read_window(caller, uri, ref)
-            return await self._read_whole(caller, uri, ref)
-        except Exception as exc:
-            raise to_mcp_error(exc, uri=uri) from None
+        """Read a store URI for ``caller``; every failure is the ``MCPError`` ``resources/read`` answers, with
+        ``data.uri``."""
+        return await self._read(caller, ReadResourceRequestParams(uri=uri))
+
+    @mcp_handler
+    async def _read(self, caller: Caller, params: ReadResourceRequestParams) -> ReadResourceResult:
+        uri = params.uri
+        ref = parse_store_uri(uri)
+        if ref is None:
+            raise NotFound()
+        if ref.has_window:
+            return await self._read_window(caller, uri, ref)
+        return await self._read_whole(caller, uri, ref)
 
     def _ttl_ms(self, artifact: Artifact) -> int:
         if artifact.expires_at is None:

@@ -18,6 +18,7 @@ from blobstore.service import ArtifactService
 from mcp_resources.metrics import install_request_metrics
 from mcp_resources.notifications import StoreNotifications
 from mcp_resources.resources import DEFAULT_PAGE_SIZE, CallerResolver, StoreResources
+from mcp_resources.sdk_internals import check_sdk_shape
 from mcp_resources.tools import StoreTools
 
 SERVER_NAME: Final = "mcp-blobstore"
@@ -53,6 +54,7 @@ def create_server(
     ``session_subscriptions`` (pass False where handshake-era sessions have no standing channel, as on
     stateless HTTP), to handshake-era sessions through ``resources/subscribe`` and ``listChanged``.
     """
+    check_sdk_shape()
     resources = StoreResources(service, caller_for, page_size=page_size)
     store_tools = StoreTools(resources) if tools else None
     server: Server[Any] = Server(

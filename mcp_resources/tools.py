@@ -41,8 +41,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from blobstore.auth import require_scope
 from blobstore.errors import BlobstoreError, InvalidRequest, LimitExceeded
 from blobstore.models import Caller, Scope, UploadSession
-from mcp_resources.content import human_size, resource_link_for
-from mcp_resources.errors import error_data, jsonrpc_code, to_mcp_error
+from blobstore.units import human_bytes
+from mcp_resources.content import resource_link_for
+from mcp_resources.errors import error_data, jsonrpc_code, mcp_handler
 from mcp_resources.resources import CallerResolver, StoreResources
 from mcp_resources.uris import WINDOW_META_KEY, parse_store_uri, window_uri
 
@@ -216,13 +217,15 @@ class StoreTools:
                 return tool.input_schema
         return None
 
+    @mcp_handler
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
     ) -> ListToolsResult:
         if params is not None and params.cursor is not None:
-            raise to_mcp_error(InvalidRequest("invalid cursor"))
+            raise InvalidRequest("invalid cursor")
         return ListToolsResult(tools=self.tools, ttl_ms=TOOLS_TTL_MS, cache_scope="public")
 
+    @mcp_handler
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
     ) -> CallToolResult:
@@ -241,13 +244,10 @@ class StoreTools:
             caller = require_scope(self.caller_for(ctx), TOOL_SCOPES[params.name])
             return await handler(ctx, caller, args)
         except BlobstoreError as exc:
+            # Failures the model can act on are the tool's result; the server's own are protocol errors.
             if jsonrpc_code(exc.code) == INTERNAL_ERROR:
-                raise to_mcp_error(exc) from None
+                raise
             return self._failure(exc)
-        except MCPError:
-            raise
-        except Exception as exc:
-            raise to_mcp_error(exc) from None
 
     @staticmethod
     def _failure(exc: BlobstoreError, **extra: Any) -> CallToolResult:
@@ -352,9 +352,9 @@ class StoreTools:
             "size": artifact.size,
             "sha256": artifact.sha256,
         }
+        size = human_bytes(artifact.size, byte_unit="bytes")
         text = TextContent(
-            text=f"Stored {artifact.name} ({artifact.mime_type}, {human_size(artifact.size)}) as "
-            f"{artifact.uri}; "
+            text=f"Stored {artifact.name} ({artifact.mime_type}, {size}) as {artifact.uri}; "
             f"sha256 {artifact.sha256}."
         )
         return CallToolResult(content=[text, link], structured_content=facts)

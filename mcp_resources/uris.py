@@ -14,12 +14,11 @@ from typing import Final
 from urllib.parse import unquote
 
 from blobstore.errors import InvalidRange, InvalidRequest
-from blobstore.models import ARTIFACT_URI_PREFIX
+from blobstore.links import ARTIFACT_META_KEY, ARTIFACT_URI_TEMPLATE, META_PREFIX, WINDOW_URI_TEMPLATE
+from blobstore.models import ARTIFACT_URI_PREFIX, artifact_uri
 from blobstore.ranges import parse_window_params
 
 SCHEME: Final = "blobstore"
-ARTIFACT_URI_TEMPLATE: Final = ARTIFACT_URI_PREFIX + "{artifact_id}"
-WINDOW_URI_TEMPLATE: Final = ARTIFACT_URI_PREFIX + "{artifact_id}{?offset,length}"
 MAX_URI_LENGTH: Final = 2048
 _WINDOW_PARAMS: Final = ("offset", "length")
 
@@ -39,13 +38,9 @@ def is_store_uri(uri: str) -> bool:
     return uri.startswith(f"{SCHEME}:")
 
 
-def artifact_uri(artifact_id: str) -> str:
-    return f"{ARTIFACT_URI_PREFIX}{artifact_id}"
-
-
 def window_uri(artifact_id: str, offset: int, length: int) -> str:
     """The canonical URI of one window: both parameters, offset first."""
-    return f"{ARTIFACT_URI_PREFIX}{artifact_id}?offset={offset}&length={length}"
+    return f"{artifact_uri(artifact_id)}?offset={offset}&length={length}"
 
 
 def parse_store_uri(uri: str) -> ArtifactRef | None:
@@ -78,9 +73,19 @@ def parse_store_uri(uri: str) -> ArtifactRef | None:
     return ArtifactRef(path, offset, length, has_window=bool(has_query and values))
 
 
-META_PREFIX: Final = "dev.blobstore"
-"""Our ``_meta`` key prefix: dotted, and without an ``mcp``/``modelcontextprotocol`` label (those are
-reserved).
-"""
 WINDOW_META_KEY: Final = f"{META_PREFIX}/window"
-ARTIFACT_META_KEY: Final = f"{META_PREFIX}/artifact"
+
+__all__ = [
+    "ARTIFACT_META_KEY",
+    "ARTIFACT_URI_TEMPLATE",
+    "MAX_URI_LENGTH",
+    "META_PREFIX",
+    "SCHEME",
+    "WINDOW_META_KEY",
+    "WINDOW_URI_TEMPLATE",
+    "ArtifactRef",
+    "artifact_uri",
+    "is_store_uri",
+    "parse_store_uri",
+    "window_uri",
+]

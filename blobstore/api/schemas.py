@@ -11,6 +11,7 @@ from typing import Any, get_args
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from blobstore.config import Settings
+from blobstore.links import resource_link
 from blobstore.models import Artifact, UploadSession, UploadStatus
 
 
@@ -109,15 +110,6 @@ class ChunkOut(BaseModel):
     size: int
     sha256: str
     xxh3: str
-
-
-def resource_link(artifact: Artifact) -> dict[str, Any]:
-    """The MCP ``resource_link`` block for the artifact, exactly as the MCP edge builds it."""
-    from mcp_resources.content import resource_link_for
-
-    link = resource_link_for(artifact)
-    block: dict[str, Any] = link.model_dump(by_alias=True, exclude_none=True, mode="json")
-    return block
 
 
 def artifact_out(artifact: Artifact, base_url: str) -> ArtifactOut:

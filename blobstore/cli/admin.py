@@ -24,21 +24,13 @@ from blobstore.errors import BlobstoreError
 from blobstore.metadata.migrate import current_revision, upgrade
 from blobstore.runtime import open_service, prepare_data_dir
 from blobstore.service import ArtifactService
+from blobstore.units import human_bytes
 from blobstore.verify import VerifyReport, verify_store
 
 T = TypeVar("T")
 
 LARGE_RUN = 1000
 """Items from which a step gets a progress bar (on a terminal)."""
-
-
-def human_bytes(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
 
 
 def _with_service(settings: Settings, action: Callable[[ArtifactService], Awaitable[T]]) -> T:

@@ -33,6 +33,7 @@ from blobstore.cli import main
 from blobstore.cli.common import describe_error, echo_json, fail
 from blobstore.client import DEFAULT_URL, ArtifactInfo, AsyncBlobstoreClient, ProgressCallback
 from blobstore.errors import BlobstoreError
+from blobstore.units import human_bytes
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -47,15 +48,6 @@ def parse_size(text: str) -> int:
     if match is None:
         raise click.BadParameter(f"not a size: {text!r} (use e.g. 8388608, 8M or 8MiB)")
     return int(match.group(1)) * _UNITS[match.group(2).lower()]
-
-
-def human_bytes(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
 
 
 def server_options(func: F) -> F:

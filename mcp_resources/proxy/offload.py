@@ -35,15 +35,11 @@ from mcp.shared.exceptions import MCPError
 
 from blobstore.audit import AuditLog
 from blobstore.errors import RangeRequired
+from blobstore.links import describe
 from blobstore.media import PROBE_BYTES, probe
 from blobstore.models import Artifact, Caller
-from mcp_resources.content import (
-    describe,
-    estimate_image_tokens,
-    human_size,
-    image_block_for,
-    resource_link_for,
-)
+from blobstore.units import human_bytes
+from mcp_resources.content import estimate_image_tokens, image_block_for, resource_link_for
 from mcp_resources.embed import EmbeddedStore
 from mcp_resources.errors import error_data, jsonrpc_code
 from mcp_resources.proxy.rules import BYTES_PER_TOKEN, OffloadRules, ToolRules
@@ -363,10 +359,10 @@ class Offloader:
                 item.inline_image = image
                 item.blocks = [{"type": "text", "text": line}, image, link]
             else:
+                limit = human_bytes(rules.inline_limit, byte_unit="bytes")
                 line = (
-                    f"[image {describe(artifact)} is not shown inline (over the "
-                    f"{human_size(rules.inline_limit)} inline limit or the result budget); stored as "
-                    f"{artifact.uri}; {read}]"
+                    f"[image {describe(artifact)} is not shown inline (over the {limit} inline limit or the "
+                    f"result budget); stored as {artifact.uri}; {read}]"
                 )
                 item.blocks = [{"type": "text", "text": line}, link]
         elif item.kind in ("audio", "blob"):
@@ -391,7 +387,8 @@ class Offloader:
             line = (
                 f"[text{source} cut: showing the first {kept} of {len(item.raw)} bytes ({lines_kept} of "
                 f"{lines_total} lines), {len(item.raw) - kept} bytes not shown; the whole text is stored as "
-                f"{artifact.uri} ({artifact.mime_type}, {human_size(artifact.size)}); {read}]"
+                f"{artifact.uri} ({artifact.mime_type}, {human_bytes(artifact.size, byte_unit='bytes')}); "
+                f"{read}]"
             )
             text = f"{preview}\n{line}" if preview and not preview.endswith("\n") else preview + line
             item.blocks = [{"type": "text", "text": text}, link]

@@ -31,6 +31,7 @@ from typing import Any, Final, Protocol
 from mcp.types import INVALID_PARAMS, METHOD_NOT_FOUND, PROTOCOL_VERSION_META_KEY
 
 from blobstore.errors import UpstreamUnavailable
+from mcp_resources.compose import HOST_CURSOR, STORE_CURSOR
 from mcp_resources.errors import error_data, jsonrpc_code, to_mcp_error
 from mcp_resources.proxy.local import READ_TOOL, LocalStore
 from mcp_resources.proxy.transport import Channel, Upstream
@@ -38,8 +39,6 @@ from mcp_resources.uris import is_store_uri
 
 logger = logging.getLogger("mcp_resources.proxy")
 
-HOST_PART: Final = "h:"
-STORE_PART: Final = "s:"
 READ_TOOL_PREFIX: Final = "blobstore_"
 SERVER_INFO_META_KEY: Final = "io.modelcontextprotocol/serverInfo"
 
@@ -327,8 +326,8 @@ class Relay:
             self._envelope = None
         if method == "resources/list" or method == "resources/templates/list":
             cursor = params.get("cursor")
-            if isinstance(cursor, str) and cursor.startswith(HOST_PART):
-                message = {**message, "params": {**params, "cursor": cursor[len(HOST_PART) :]}}
+            if isinstance(cursor, str) and cursor.startswith(HOST_CURSOR):
+                message = {**message, "params": {**params, "cursor": cursor[len(HOST_CURSOR) :]}}
         if method == "tools/call" and self._needs_tools(params.get("name")):
             self._spawn(self._call_after_tools(message, pending), answering=host_id)
             return
@@ -348,10 +347,10 @@ class Relay:
             return True
         if method in ("resources/list", "resources/templates/list"):
             cursor = params.get("cursor")
-            if cursor is None or (isinstance(cursor, str) and cursor.startswith(HOST_PART)):
+            if cursor is None or (isinstance(cursor, str) and cursor.startswith(HOST_CURSOR)):
                 return False
-            if isinstance(cursor, str) and cursor.startswith(STORE_PART):
-                page = self._local_page(host_id, message, cursor[len(STORE_PART) :] or None)
+            if isinstance(cursor, str) and cursor.startswith(STORE_CURSOR):
+                page = self._local_page(host_id, message, cursor[len(STORE_CURSOR) :] or None)
                 self._spawn(page, answering=host_id)
             else:
                 await self._error(host_id, INVALID_PARAMS, "invalid cursor", {"reason": "invalid_request"})
@@ -368,7 +367,7 @@ class Relay:
         fragment = await self.local.request({**message, "params": params})
         result = fragment.get("result")
         if isinstance(result, dict) and isinstance(result.get("nextCursor"), str):
-            fragment = {"result": {**result, "nextCursor": STORE_PART + result["nextCursor"]}}
+            fragment = {"result": {**result, "nextCursor": STORE_CURSOR + result["nextCursor"]}}
         await self._answer(host_id, fragment)
 
     async def _host_notification(self, raw: bytes, method: str, params: dict[str, Any]) -> None:
@@ -493,7 +492,7 @@ class Relay:
             return
         if isinstance(result.get("nextCursor"), str):
             await self._answer(
-                pending.host_id, {"result": {**result, "nextCursor": HOST_PART + result["nextCursor"]}}
+                pending.host_id, {"result": {**result, "nextCursor": HOST_CURSOR + result["nextCursor"]}}
             )
             return
         params = {k: v for k, v in pending.params.items() if k != "cursor"}
@@ -504,7 +503,7 @@ class Relay:
         merged = {**result, key: [*theirs_list, *store.get(key, [])]}
         merged.pop("nextCursor", None)
         if isinstance(store.get("nextCursor"), str):
-            merged["nextCursor"] = STORE_PART + store["nextCursor"]
+            merged["nextCursor"] = STORE_CURSOR + store["nextCursor"]
         await self._answer(pending.host_id, {"result": merged})
 
     async def _tools_response(self, pending: Pending, raw: bytes, message: dict[str, Any]) -> None:

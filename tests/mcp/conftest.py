@@ -64,6 +64,13 @@ class Dataset:
     expired_id: str
 
 
+@pytest.fixture
+async def service(tmp_path: Path) -> AsyncIterator[ArtifactService]:
+    """A store of its own for one test, in memory."""
+    async with open_service(Settings(data_dir=tmp_path, storage_url="memory://")) as svc:
+        yield svc
+
+
 async def _populate(settings: Settings) -> Dataset:
     async with open_service(settings) as service:
         # The bulk listing set shares one blob and goes straight to the repository: 2,500 rows, one file.

@@ -14,9 +14,7 @@ from mcp.server import MCPServer
 from mcp.types import AudioContent, ImageContent, ResourceLink, TextContent
 from PIL import Image
 
-from blobstore.config import Settings
 from blobstore.models import Caller
-from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from mcp_resources.content import estimate_image_tokens, resource_link_for, tool_result_for
 from mcp_resources.renditions import RenditionCache
@@ -26,12 +24,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 from image_tool_server import build_server, draw_heatmap
 
 CALLER = Caller(namespace="tools")
-
-
-@pytest.fixture
-async def service(tmp_path: Path) -> AsyncIterator[ArtifactService]:
-    async with open_service(Settings(data_dir=tmp_path, storage_url="memory://")) as svc:
-        yield svc
 
 
 def png(width: int, height: int, cell: int) -> bytes:

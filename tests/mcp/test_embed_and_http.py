@@ -3,32 +3,29 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import httpx
 import pytest
 from mcp import Client
-from mcp.server import MCPServer
+from mcp.server import MCPServer, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.types import EmptyResult, SubscribeRequest, SubscribeRequestParams
+from starlette.types import Message
 
 from blobstore.config import Settings
-from blobstore.errors import all_codes
+from blobstore.errors import RequestTimeout, all_codes
 from blobstore.models import Caller
-from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from mcp_resources.embed import embed_store
 from mcp_resources.errors import unmapped_codes
-from mcp_resources.http import max_request_body, needs_event_stream, transport_security
+from mcp_resources.http import McpHttpExtension, max_request_body, needs_event_stream, transport_security
+from mcp_resources.server import create_server
 from mcp_resources.uris import window_uri
 from tests.mcp.conftest import Dataset, put
 
 CALLER = Caller(namespace="embedded")
-
-
-@pytest.fixture
-async def service(tmp_path: Path) -> AsyncIterator[ArtifactService]:
-    async with open_service(Settings(data_dir=tmp_path, storage_url="memory://")) as svc:
-        yield svc
 
 
 def host_server() -> MCPServer:
@@ -80,8 +77,6 @@ async def test_embedded_store_serves_beside_the_hosts_own_resources_and_tools(
 
 
 async def test_embedded_store_reads_only_its_callers_artifacts(service: ArtifactService) -> None:
-    from mcp.shared.exceptions import MCPError
-
     other = await put(service, b"secret", "s.txt", "text/plain", caller=Caller(namespace="someone-else"))
     mcp = host_server()
     embed_store(mcp, service, caller=CALLER)
@@ -223,3 +218,77 @@ async def test_handshake_era_answers_are_json_unless_progress_is_asked_for(
 )
 def test_only_progress_tool_calls_and_listens_need_an_event_stream(body: bytes, streams: bool) -> None:
     assert needs_event_stream(body) is streams
+
+
+# -- one error mapping for every store request handler -------------------------------------------------
+
+
+def _failing_caller(ctx: ServerRequestContext[Any, Any]) -> Caller:
+    raise RuntimeError("secret detail of a broken resolver")
+
+
+@pytest.mark.parametrize(
+    ("method", "call"),
+    [
+        ("resources/list", lambda client: client.list_resources()),
+        ("resources/templates/list", lambda client: client.list_resource_templates()),
+        ("resources/read", lambda client: client.read_resource("blobstore://artifacts/a_x")),
+        (
+            "tools/call",
+            lambda client: client.call_tool("read_artifact", {"uri": "blobstore://artifacts/a_x"}),
+        ),
+        ("resources/subscribe", lambda client: _subscribe(client, "blobstore://artifacts/a_x")),
+        ("subscriptions/listen", lambda client: _listen(client)),
+    ],
+)
+async def test_an_unexpected_failure_in_any_store_handler_is_internal_without_its_text(
+    service: ArtifactService, method: str, call: Callable[[Client], Awaitable[object]]
+) -> None:
+    server = create_server(service, caller_for=_failing_caller)
+    mode = "legacy" if method == "resources/subscribe" else "auto"
+    async with Client(server, mode=mode) as client:
+        with pytest.raises(MCPError) as caught:
+            await call(client)
+    error = caught.value
+    assert (error.code, error.message, error.data["reason"]) == (-32603, "internal error", "internal")
+    assert "secret" not in json.dumps(error.error.model_dump(mode="json"))
+
+
+async def _subscribe(client: Client, uri: str) -> None:
+    await client.session.send_request(SubscribeRequest(params=SubscribeRequestParams(uri=uri)), EmptyResult)
+
+
+async def _listen(client: Client) -> None:
+    async with client.listen(resources_list_changed=True):
+        raise AssertionError("the listen stream was acknowledged")
+
+
+async def test_a_stalled_body_at_the_http_mount_is_a_408_jsonrpc_request_timeout(
+    service: ArtifactService,
+) -> None:
+    """The API's body guard raises ``request_timeout`` from ``receive``; /mcp answers it in JSON-RPC."""
+    extension = McpHttpExtension(service.settings)
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/mcp",
+        "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 50000),
+    }
+    sent: list[Message] = []
+
+    async def stalled() -> Message:
+        raise RequestTimeout(timeout_seconds=1)
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    async with extension.lifespan(service):
+        await extension.app(scope, stalled, send)
+    start, body = sent[0], json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+    assert (start["status"], dict(start["headers"])[b"content-type"]) == (408, b"application/json")
+    assert (body["id"], body["error"]["code"], body["error"]["data"]["reason"]) == (
+        None,
+        -32600,
+        "request_timeout",
+    )

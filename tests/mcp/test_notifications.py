@@ -27,8 +27,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import MCPServer
+from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.exceptions import MCPError
-from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated, ServerEvent
+from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated, ServerEvent, ToolsListChanged
 from mcp.types import (
     EmptyResult,
     ResourceListChangedNotification,
@@ -44,7 +45,6 @@ from blobstore.cleanup import run_cleanup
 from blobstore.config import Settings
 from blobstore.events import ArtifactChange, ArtifactEvent
 from blobstore.models import Artifact, Caller
-from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from mcp_resources.embed import embed_store
 from mcp_resources.http import McpHttpExtension
@@ -56,12 +56,6 @@ ALICE = Caller(namespace="alice")
 BOB = Caller(namespace="bob")
 GUARD_SECONDS = 30
 """Only a hang guard: every wait below ends on the notification it waits for."""
-
-
-@pytest.fixture
-async def service(tmp_path: Path) -> AsyncIterator[ArtifactService]:
-    async with open_service(Settings(data_dir=tmp_path, storage_url="memory://")) as svc:
-        yield svc
 
 
 async def store(
@@ -427,3 +421,21 @@ async def test_a_tool_server_embedding_the_store_relays_its_notifications_in_bot
     async with Client(host) as modern, modern.listen(resource_subscriptions=[second.uri]) as sub:
         await service.delete_artifact(ALICE, second.id)
         assert await next_event(sub) == ResourceUpdated(second.uri)
+
+
+async def test_a_tool_server_passing_its_bus_relays_its_own_tool_changes_beside_the_stores(
+    service: ArtifactService,
+) -> None:
+    artifact = await store(service, "watched.txt")
+    bus = InMemorySubscriptionBus()
+    host = MCPServer("host", subscriptions=bus)
+    embed_store(host, service, caller=ALICE, subscriptions=bus)
+    async with (
+        Client(host) as client,
+        client.listen(tools_list_changed=True, resource_subscriptions=[artifact.uri]) as sub,
+    ):
+        assert sub.honored.tools_list_changed
+        await bus.publish(ToolsListChanged())
+        assert await next_event(sub) == ToolsListChanged()
+        await service.delete_artifact(ALICE, artifact.id)
+        assert await next_event(sub) == ResourceUpdated(artifact.uri)
