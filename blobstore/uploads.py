@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from blobstore import direct_uploads
 from blobstore.digests import normalize_sha256
 from blobstore.errors import (
     BlobstoreError,
@@ -151,7 +152,10 @@ class UploadManager:
         ttl_seconds: int | None = None,
         metadata: dict[str, Any] | None = None,
         protocol: str = "native",
+        direct: bool = False,
     ) -> UploadSession:
+        """Begin an upload; ``direct`` asks for presigned part URLs, granted when they are on (S3) and both
+        ``size`` and ``sha256`` are declared."""
         svc = self.service
         name = validate_name(name)
         mime = validate_mime(mime_type)
@@ -171,7 +175,13 @@ class UploadManager:
         if await svc.repo.count_open_uploads(caller.namespace) >= self.settings.max_open_uploads:
             raise TooManyUploads(limit=self.settings.max_open_uploads)
         upload_id = new_upload_id()
-        staging_ref = await svc.blobs.stage_begin(upload_id, chunk_size=chosen)
+        target = direct_uploads.direct_store(self.settings, svc.blobs) if direct else None
+        if target is not None and size and digest is not None:
+            chosen = direct_uploads.direct_part_size(chosen)
+            protocol = direct_uploads.DIRECT_PROTOCOL
+            staging_ref = await target.direct_begin(upload_id, sha256=digest)
+        else:
+            staging_ref = await svc.blobs.stage_begin(upload_id, chunk_size=chosen)
         session = UploadSession(
             id=upload_id,
             namespace=caller.namespace,
@@ -308,6 +318,8 @@ class UploadManager:
     ) -> ChunkRecord:
         svc = self.service
         session = await self.open_session(caller, upload_id)
+        if direct_uploads.is_direct(session):
+            raise InvalidRequest("the parts of this upload go to their presigned URLs, not to the API")
         if index < 0 or index >= self.settings.max_chunks_per_upload:
             raise ChunkIndexOutOfRange(index=index)
         plan = plan_for(session)
@@ -438,28 +450,40 @@ class UploadManager:
         claim: CompletionClaim,
     ) -> Artifact:
         svc = self.service
-        chunks = await svc.repo.list_chunks(session.id)
-        total = plan_for(session).check_complete(chunks)
-        if total > self.settings.max_artifact_size:
-            raise TooLarge(max_size=self.settings.max_artifact_size)
-        await svc.check_quota(caller.namespace, total)
-        receipts = [
-            ChunkReceipt(c.index, c.size, c.sha256, c.xxh3) for c in sorted(chunks, key=lambda c: c.index)
-        ]
-        blob = await svc.blobs.stage_commit(
-            session.staging_ref, receipts, expected_size=total, expected_sha256=sha256, progress=progress
-        )
+        direct = direct_uploads.is_direct(session)
+        if direct:
+            await svc.check_quota(caller.namespace, session.declared_size or 0)
+            blob = await direct_uploads.commit(svc.blobs, session, sha256, progress)
+        else:
+            chunks = await svc.repo.list_chunks(session.id)
+            total = plan_for(session).check_complete(chunks)
+            if total > self.settings.max_artifact_size:
+                raise TooLarge(max_size=self.settings.max_artifact_size)
+            await svc.check_quota(caller.namespace, total)
+            receipts = [
+                ChunkReceipt(c.index, c.size, c.sha256, c.xxh3) for c in sorted(chunks, key=lambda c: c.index)
+            ]
+            blob = await svc.blobs.stage_commit(
+                session.staging_ref, receipts, expected_size=total, expected_sha256=sha256, progress=progress
+            )
         now = svc.clock()
         expires_at = svc.expiry_for(session.ttl_seconds, now)
-        return await svc.publish(
-            caller,
-            blob,
-            name=session.name,
-            declared_mime=session.mime_type,
-            expires_at=expires_at,
-            metadata=session.metadata,
-            completion=claim,
-        )
+        try:
+            return await svc.publish(
+                caller,
+                blob,
+                name=session.name,
+                declared_mime=session.mime_type,
+                expires_at=expires_at,
+                metadata=session.metadata,
+                completion=claim,
+            )
+        except BaseException as exc:
+            # The failed commit dropped the object its parts made: a direct upload needs fresh parts.
+            if direct and not isinstance(exc, CompletionLost):
+                with anyio.CancelScope(shield=True):
+                    await direct_uploads.restart(svc.blobs, session)
+            raise
 
     async def _completed_artifact(self, caller: Caller, session: UploadSession) -> Artifact:
         if session.artifact_id is None:

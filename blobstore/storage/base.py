@@ -188,4 +188,65 @@ class SupportsLocalPath(Protocol):
 class SupportsPresign(Protocol):
     """A backend that can hand out a time-limited URL for a direct ranged download."""
 
-    async def presigned_url(self, blob: BlobInfo, *, expires_in: int, filename: str | None = None) -> str: ...
+    async def presigned_url(
+        self,
+        blob: BlobInfo,
+        *,
+        expires_in: int,
+        content_disposition: str | None = None,
+        content_type: str | None = None,
+    ) -> str:
+        """A GET URL of ``blob``'s generation valid for ``expires_in`` seconds, whose answer carries the given
+        ``Content-Disposition`` and ``Content-Type``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class DirectPart:
+    """One part of a direct upload: its 1-based number, its exact length and where to ``PUT`` it."""
+
+    number: int
+    size: int
+    url: str
+
+
+@runtime_checkable
+class SupportsDirectUpload(Protocol):
+    """A backend whose clients may write an upload's parts themselves, through presigned URLs.
+
+    The staging area of such an upload holds the backend's multipart upload at a generation key of the
+    declared digest; ``stage_abort`` frees it like any staging. Nothing is published until ``direct_commit``
+    has read the whole object back and verified its size and SHA-256.
+    """
+
+    async def direct_begin(self, upload_id: str, *, sha256: str) -> str:
+        """Start the multipart upload for a declared ``sha256``; return the ``staging_ref`` to persist."""
+        ...
+
+    async def direct_parts(
+        self, staging_ref: str, numbers: Sequence[int], *, part_size: int, size: int, expires_in: int
+    ) -> list[DirectPart]:
+        """Presigned ``PUT`` URLs for the parts ``numbers`` of an upload of ``size`` bytes."""
+        ...
+
+    async def direct_commit(
+        self,
+        staging_ref: str,
+        *,
+        part_size: int,
+        expected_size: int,
+        expected_sha256: str,
+        progress: ProgressCallback | None = None,
+    ) -> BlobInfo:
+        """Check the parts, complete the multipart upload and verify the object by reading it back.
+
+        A missing part is ``UploadIncomplete`` (part numbers), a part of the wrong length
+        ``ChunkSizeInvalid``; both leave the parts in place. A size or digest mismatch deletes the object and
+        starts a fresh multipart upload, so the upload may be sent again or aborted; nothing is visible either
+        way.
+        """
+        ...
+
+    async def direct_restart(self, staging_ref: str) -> None:
+        """Replace the multipart upload of ``staging_ref`` by a fresh, empty one (after a failed commit)."""
+        ...

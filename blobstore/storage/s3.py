@@ -33,7 +33,6 @@ from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, TypeVar
-from urllib.parse import quote
 
 import anyio
 import anyio.to_thread
@@ -61,6 +60,7 @@ from blobstore.storage.base import (
     DEFAULT_STORAGE_CHUNK_SIZE,
     BlobInfo,
     ChunkReceipt,
+    DirectPart,
     ProgressCallback,
     StagingEntry,
     StoredObject,
@@ -80,6 +80,8 @@ from blobstore.storage.streams import batched
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
+
+    from blobstore.storage.s3_direct import DirectUploads
 
 T = TypeVar("T")
 
@@ -149,12 +151,6 @@ class S3Capabilities:
     """``If-None-Match: *`` refuses to replace an existing object."""
     upload_part_copy: bool
     abort_multipart_upload: bool
-
-
-def content_disposition(filename: str) -> str:
-    """``attachment`` with an ASCII fallback and the RFC 6266 / RFC 8187 UTF-8 form of the name."""
-    fallback = "".join(c if 0x20 <= ord(c) < 0x7F and c not in '"\\' else "_" for c in filename) or "download"
-    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
 
 
 class S3BlobStore:
@@ -453,16 +449,65 @@ class S3BlobStore:
     async def close(self) -> None:
         self._client.close()
 
-    async def presigned_url(self, blob: BlobInfo, *, expires_in: int, filename: str | None = None) -> str:
+    async def presigned_url(
+        self,
+        blob: BlobInfo,
+        *,
+        expires_in: int,
+        content_disposition: str | None = None,
+        content_type: str | None = None,
+    ) -> str:
+        params = {"Bucket": self.bucket, "Key": self._object_key(validate_key(blob.key))}
+        if content_disposition is not None:
+            params["ResponseContentDisposition"] = content_disposition
+        if content_type is not None:
+            params["ResponseContentType"] = content_type
+        return await self._presign("get_object", params, expires_in)
+
+    async def _presign(self, operation: str, params: dict[str, Any], expires_in: int) -> str:
         if not 0 < expires_in <= MAX_PRESIGN_SECONDS:
             raise InvalidRequest("presigned URL lifetime must be between 1 second and 7 days")
-        params = {"Bucket": self.bucket, "Key": self._object_key(validate_key(blob.key))}
-        if filename is not None:
-            params["ResponseContentDisposition"] = content_disposition(filename)
         url: str = await self._run(
-            self._client.generate_presigned_url, "get_object", Params=params, ExpiresIn=expires_in
+            self._client.generate_presigned_url, operation, Params=params, ExpiresIn=expires_in
         )
         return url
+
+    # -- direct uploads (blobstore.storage.s3_direct) --------------------------------------------------------
+
+    def _direct(self) -> DirectUploads:
+        from blobstore.storage.s3_direct import DirectUploads  # it builds on this module
+
+        return DirectUploads(self)
+
+    async def direct_begin(self, upload_id: str, *, sha256: str) -> str:
+        return await self._direct().begin(upload_id, sha256=sha256)
+
+    async def direct_parts(
+        self, staging_ref: str, numbers: Sequence[int], *, part_size: int, size: int, expires_in: int
+    ) -> list[DirectPart]:
+        return await self._direct().parts(
+            staging_ref, numbers, part_size=part_size, size=size, expires_in=expires_in
+        )
+
+    async def direct_commit(
+        self,
+        staging_ref: str,
+        *,
+        part_size: int,
+        expected_size: int,
+        expected_sha256: str,
+        progress: ProgressCallback | None = None,
+    ) -> BlobInfo:
+        return await self._direct().commit(
+            staging_ref,
+            part_size=part_size,
+            expected_size=expected_size,
+            expected_sha256=expected_sha256,
+            progress=progress,
+        )
+
+    async def direct_restart(self, staging_ref: str) -> None:
+        await self._direct().restart(staging_ref)
 
     # -- cleanup --------------------------------------------------------------------------------------------
 

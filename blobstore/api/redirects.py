@@ -1,0 +1,58 @@
+"""Download redirects to presigned S3 URLs (``BLOBSTORE_S3_PRESIGN_DOWNLOADS``).
+
+A plain ``GET`` of the whole content, or of one byte range, is answered ``307 Temporary Redirect`` to a GET
+URL of the blob's generation, presigned for ``BLOBSTORE_S3_PRESIGN_SECONDS``, after the same authorisation and
+visibility checks as any download. ``307`` rather than ``302``: the client must repeat the same method (and
+its ``Range``), and nobody may treat the short-lived URL as the resource's place. S3 then answers the
+``Range`` itself, with the ``Content-Disposition`` and ``Content-Type`` the API would send.
+
+Everything else stays on the API: ``HEAD`` (no bytes to move), conditional requests (S3 compares its own
+``ETag`` and modification time, which are not the artifact's: a deduplicated artifact is newer than its
+blob), several ranges (S3 serves one) and ``offset``/``length`` windows (their headers are the API's).
+"""
+
+from __future__ import annotations
+
+from starlette.datastructures import Headers
+from starlette.responses import Response
+
+from blobstore.api.conditional import DownloadPlan, Outcome
+from blobstore.api.headers import content_disposition
+from blobstore.config import Settings
+from blobstore.models import Artifact
+from blobstore.storage.base import BlobInfo, BlobStore, SupportsPresign
+
+_CONDITIONAL = ("if-none-match", "if-modified-since", "if-range", "if-match", "if-unmodified-since")
+
+
+def redirectable(method: str, headers: Headers, plan: DownloadPlan) -> bool:
+    if method != "GET" or any(name in headers for name in _CONDITIONAL):
+        return False
+    if plan.outcome is Outcome.FULL:
+        return True
+    return plan.outcome is Outcome.PARTIAL and "," not in headers.get("range", "")
+
+
+async def presigned_redirect(
+    settings: Settings,
+    blobs: BlobStore,
+    artifact: Artifact,
+    blob: BlobInfo,
+    plan: DownloadPlan,
+    *,
+    method: str,
+    headers: Headers,
+) -> Response | None:
+    """The redirect for this download, or None when the API serves it itself."""
+    if not settings.s3_presign_downloads or not isinstance(blobs, SupportsPresign):
+        return None
+    if not redirectable(method, headers, plan):
+        return None
+    url = await blobs.presigned_url(
+        blob,
+        expires_in=settings.s3_presign_seconds,
+        content_disposition=content_disposition(artifact.name),
+        content_type=artifact.mime_type,
+    )
+    # The URL is a bearer capability until it expires: no cache may keep or share the redirect.
+    return Response(status_code=307, headers={"location": url, "cache-control": "no-store"})
