@@ -6,9 +6,11 @@ visibility checks as any download. ``307`` rather than ``302``: the client must 
 its ``Range``), and nobody may treat the short-lived URL as the resource's place. S3 then answers the
 ``Range`` itself, with the ``Content-Disposition`` and ``Content-Type`` the API would send.
 
-Everything else stays on the API: ``HEAD`` (no bytes to move), conditional requests (S3 compares its own
-``ETag`` and modification time, which are not the artifact's: a deduplicated artifact is newer than its
-blob), several ranges (S3 serves one) and ``offset``/``length`` windows (their headers are the API's).
+Everything else stays on the API: ``HEAD`` (no bytes to move), requests with ``If-None-Match``,
+``If-Modified-Since``, ``If-Match`` or ``If-Unmodified-Since`` (S3 would compare its own ``ETag`` and
+modification time, which are not the artifact's: a deduplicated artifact is newer than its blob), an
+``If-Range`` that failed, several ranges (S3 serves one) and ``offset``/``length`` windows (their headers are
+the API's). An ``If-Range`` that matched is settled here; the follower sends the ``Range`` on.
 """
 
 from __future__ import annotations
@@ -22,14 +24,17 @@ from blobstore.config import Settings
 from blobstore.models import Artifact
 from blobstore.storage.base import BlobInfo, BlobStore, SupportsPresign
 
-_CONDITIONAL = ("if-none-match", "if-modified-since", "if-range", "if-match", "if-unmodified-since")
+_VALIDATED = ("if-none-match", "if-modified-since", "if-match", "if-unmodified-since")
+"""Preconditions the storage would judge by its own validators: such requests stay on the API."""
 
 
 def redirectable(method: str, headers: Headers, plan: DownloadPlan) -> bool:
-    if method != "GET" or any(name in headers for name in _CONDITIONAL):
+    if method != "GET" or any(name in headers for name in _VALIDATED):
         return False
     if plan.outcome is Outcome.FULL:
-        return True
+        # An If-Range that failed asks for the whole body; a follower would send its Range on to the storage.
+        return "if-range" not in headers
+    # One range (an If-Range already matched here): the storage answers the same Range.
     return plan.outcome is Outcome.PARTIAL and "," not in headers.get("range", "")
 
 

@@ -62,8 +62,11 @@ class BlobstoreApi:
         chunk_size: int | None = None,
         ttl_seconds: int | None = None,
         metadata: dict[str, Any] | None = None,
+        direct: bool = False,
     ) -> UploadSessionInfo:
         body: dict[str, Any] = {"name": name}
+        if direct:
+            body["direct"] = True
         optional = {
             "mime_type": mime_type,
             "size": size,
@@ -87,6 +90,14 @@ class BlobstoreApi:
                 "Content-Type": "application/octet-stream",
             },
         )
+
+    async def direct_parts(self, upload_id: str, part_numbers: list[int]) -> dict[str, Any]:
+        """Fresh presigned URLs for parts of a direct upload (the JSON ``DirectPartsOut``)."""
+        response = await self.request(
+            "POST", f"/v1/uploads/{upload_id}/parts", json={"part_numbers": part_numbers}
+        )
+        offer: dict[str, Any] = response.json()
+        return offer
 
     async def upload_status(self, upload_id: str) -> UploadStatusInfo:
         response = await self.request("GET", f"/v1/uploads/{upload_id}")
