@@ -10,7 +10,7 @@ exactly like any other.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -95,6 +95,7 @@ async def commit(
     session: UploadSession,
     sha256: str | None,
     progress: ProgressCallback | None,
+    part_etags: Mapping[int, str] | None = None,
 ) -> BlobInfo:
     store = _target(blobs, session)
     if session.declared_size is None or sha256 is None:
@@ -105,6 +106,7 @@ async def commit(
         expected_size=session.declared_size,
         expected_sha256=sha256,
         progress=progress,
+        part_etags=part_etags,
     )
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -366,7 +366,10 @@ class UploadManager:
         *,
         sha256: str | None = None,
         progress: ProgressCallback | None = None,
+        part_etags: Mapping[int, str] | None = None,
     ) -> Artifact:
+        """Complete the upload; ``part_etags`` are a direct upload's part ETags, for storage that cannot list
+        them."""
         svc = self.service
         started = time.monotonic()
         deadline = started + COMPLETION_WAIT_SECONDS
@@ -395,7 +398,7 @@ class UploadManager:
                 continue  # another request won the compare-and-set: look again
             try:
                 artifact = await self._complete_as(
-                    owner, caller, session, claimed or session.declared_sha256, progress
+                    owner, caller, session, claimed or session.declared_sha256, progress, part_etags
                 )
             except CompletionLost:
                 continue  # this request lost its lease to another completer: wait for that one's result
@@ -410,6 +413,7 @@ class UploadManager:
         session: UploadSession,
         sha256: str | None,
         progress: ProgressCallback | None,
+        part_etags: Mapping[int, str] | None = None,
     ) -> Artifact:
         """Join and commit as completion ``owner``, renewing the lease meanwhile; on failure, give the upload
         back to the client (``open``) so that it may resend chunks or abort."""
@@ -421,7 +425,7 @@ class UploadManager:
                 group.start_soon(self._keep_lease, session.id, owner)
                 try:
                     claim = CompletionClaim(session.id, owner)
-                    artifact = await self._join(caller, session, sha256, progress, claim)
+                    artifact = await self._join(caller, session, sha256, progress, claim, part_etags)
                 except BaseException as exc:  # re-raised below: the task group would wrap it in a group
                     failure = exc
                 group.cancel_scope.cancel()
@@ -448,12 +452,13 @@ class UploadManager:
         sha256: str | None,
         progress: ProgressCallback | None,
         claim: CompletionClaim,
+        part_etags: Mapping[int, str] | None = None,
     ) -> Artifact:
         svc = self.service
         direct = direct_uploads.is_direct(session)
         if direct:
             await svc.check_quota(caller.namespace, session.declared_size or 0)
-            blob = await direct_uploads.commit(svc.blobs, session, sha256, progress)
+            blob = await direct_uploads.commit(svc.blobs, session, sha256, progress, part_etags)
         else:
             chunks = await svc.repo.list_chunks(session.id)
             total = plan_for(session).check_complete(chunks)

@@ -50,8 +50,16 @@ class DirectPartsRequest(_Request):
     """1-based S3 part numbers; default: the first 1000 parts."""
 
 
+class PartETagIn(_Request):
+    part_number: int = Field(ge=1, le=10_000)
+    etag: str = Field(min_length=1, max_length=128)
+
+
 class CompleteUploadRequest(_Request):
     sha256: str | None = None
+    parts: list[PartETagIn] | None = Field(default=None, max_length=10_000)
+    """A direct upload's parts and the ETags the storage answered their PUTs with; used where the storage
+    cannot list the parts itself."""
 
 
 class UpdateArtifactRequest(_Request):

@@ -103,8 +103,12 @@ class BlobstoreApi:
         response = await self.request("GET", f"/v1/uploads/{upload_id}")
         return UploadStatusInfo.from_json(response.json())
 
-    async def complete_upload(self, upload_id: str, sha256: str | None = None) -> ArtifactInfo:
-        body = {"sha256": sha256} if sha256 is not None else {}
+    async def complete_upload(
+        self, upload_id: str, sha256: str | None = None, part_etags: Mapping[int, str] | None = None
+    ) -> ArtifactInfo:
+        body: dict[str, Any] = {"sha256": sha256} if sha256 is not None else {}
+        if part_etags:
+            body["parts"] = [{"part_number": n, "etag": etag} for n, etag in sorted(part_etags.items())]
         response = await self.request("POST", f"/v1/uploads/{upload_id}/complete", json=body)
         return ArtifactInfo.from_json(response.json())
 

@@ -44,6 +44,8 @@ class DirectSender:
         self.http = http
         self.upload_id = upload_id
         self.urls = urls
+        self.etags: dict[int, str] = {}
+        """What the storage answered each part's PUT with: the completion names the parts by them."""
 
     async def _refresh(self, numbers: list[int]) -> None:
         for start in range(0, len(numbers), PARTS_PER_REQUEST):
@@ -58,6 +60,7 @@ class DirectSender:
                 await self._refresh([number])
                 response = await self.http.put(self.urls[number], content=data)
             if response.is_success:
+                self.etags[number] = response.headers.get("etag", "")
                 return
             if is_retryable_status(response):
                 raise RetryableResponse(response)

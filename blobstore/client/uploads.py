@@ -74,17 +74,19 @@ class Uploader:
         parallel: int,
         progress: ProgressTracker,
         counter: ChunkCounter,
-    ) -> None:
-        """Chunks to the API, or, for a direct upload (``session["direct"]``), parts to the storage."""
+    ) -> dict[int, str] | None:
+        """Chunks to the API, or, for a direct upload (``session["direct"]``), parts to the storage; returns
+        the parts' ETags then, which the completion passes on."""
         if session.get("direct") and self.direct_http is not None:
             sender = DirectSender(
                 self.api, self.direct_http, upload_id, part_urls(session.get("direct_parts"))
             )
             await sender.send(indexes, read, parallel=parallel, progress=progress, counter=counter)
-            return
+            return sender.etags
         await send_indexed_chunks(
             self.api, upload_id, indexes, read, parallel=parallel, progress=progress, counter=counter
         )
+        return None
 
     async def _thread(self, func: Any, *args: Any) -> Any:
         return await anyio.to_thread.run_sync(func, *args, limiter=self.limiter)
@@ -166,7 +168,7 @@ class Uploader:
             return result
 
         try:
-            await self._send_chunks(
+            etags = await self._send_chunks(
                 session,
                 state.upload_id,
                 todo,
@@ -177,7 +179,7 @@ class Uploader:
             )
         finally:
             await self._thread(os.close, fd)
-        artifact = await self.api.complete_upload(state.upload_id, state.sha256)
+        artifact = await self.api.complete_upload(state.upload_id, state.sha256, etags)
         if options.resume:
             await self._thread(self.store.remove, state.identity)
         return UploadResult(
@@ -220,7 +222,7 @@ class Uploader:
             )
             return result
 
-        await self._send_chunks(
+        etags = await self._send_chunks(
             session.raw,
             session.upload_id,
             range(chunk_count(size, chunk_size)),
@@ -229,7 +231,7 @@ class Uploader:
             progress=progress,
             counter=counter,
         )
-        artifact = await self.api.complete_upload(session.upload_id, sha256)
+        artifact = await self.api.complete_upload(session.upload_id, sha256, etags)
         return UploadResult(artifact, session.upload_id, chunk_size, counter.chunks, 0, counter.bytes, False)
 
     # -- async iterators ------------------------------------------------------------------------------------

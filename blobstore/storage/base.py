@@ -16,7 +16,7 @@ Optional capabilities are separate protocols, checked with ``isinstance``: :clas
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -237,8 +237,12 @@ class SupportsDirectUpload(Protocol):
         expected_size: int,
         expected_sha256: str,
         progress: ProgressCallback | None = None,
+        part_etags: Mapping[int, str] | None = None,
     ) -> BlobInfo:
         """Check the parts, complete the multipart upload and verify the object by reading it back.
+
+        The parts are listed from the backend; ``part_etags`` (the client's, by part number) stand in where
+        the backend cannot list them.
 
         A missing part is ``UploadIncomplete`` (part numbers), a part of the wrong length
         ``ChunkSizeInvalid``; both leave the parts in place. A size or digest mismatch deletes the object and

@@ -29,7 +29,7 @@ import json
 import logging
 import secrets
 import tempfile
-from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, TypeVar
@@ -497,6 +497,7 @@ class S3BlobStore:
         expected_size: int,
         expected_sha256: str,
         progress: ProgressCallback | None = None,
+        part_etags: Mapping[int, str] | None = None,
     ) -> BlobInfo:
         return await self._direct().commit(
             staging_ref,
@@ -504,6 +505,7 @@ class S3BlobStore:
             expected_size=expected_size,
             expected_sha256=expected_sha256,
             progress=progress,
+            part_etags=part_etags,
         )
 
     async def direct_restart(self, staging_ref: str) -> None:
@@ -928,6 +930,8 @@ def _new_client(endpoint_url: str | None, region: str | None, io_threads: int) -
             s3={"addressing_style": "path" if endpoint_url else "auto"},
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
+            # Presigned URLs too: botocore would sign them with the deprecated SigV2 otherwise.
+            signature_version="s3v4",
         ),
     )
     return client

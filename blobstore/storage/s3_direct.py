@@ -15,7 +15,7 @@ and starts a fresh multipart upload, so the upload stays ``open`` for a new atte
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -35,6 +35,7 @@ from blobstore.errors import (
 from blobstore.storage.base import BlobInfo, DirectPart, ProgressCallback
 from blobstore.storage.keys import generation_key, validate_key, validate_staging_ref
 from blobstore.storage.s3 import (
+    _NO_ABORT_CODES,
     _NOT_FOUND_CODES,
     MIN_PART_SIZE,
     MULTIPART_MARKER,
@@ -138,36 +139,34 @@ class DirectUploads:
         expected_size: int,
         expected_sha256: str,
         progress: ProgressCallback | None = None,
+        part_etags: Mapping[int, str] | None = None,
     ) -> BlobInfo:
         count = part_count(expected_size, part_size)
         marker = await self._marker(staging_ref)
         object_key = marker["key"]
-        listed = await self._list_parts(object_key, marker["upload_id"])
-        if listed is None:
-            if await self.store._head(object_key) is None:
-                # Completed by an attempt that then failed without restarting: start over.
-                await self.restart(staging_ref)
-                raise UploadIncomplete(
-                    missing=list(range(1, min(count, _MISSING_SHOWN) + 1)), missing_count=count
-                )
-            # Completed by a completer that stopped before committing: verify what it completed.
-        else:
-            missing = [number for number in range(1, count + 1) if number not in listed]
-            if missing:
-                raise UploadIncomplete(missing=missing[:_MISSING_SHOWN], missing_count=len(missing))
-            for number in range(1, count + 1):
-                expected = part_length(number, expected_size, part_size)
-                if int(listed[number]["Size"]) != expected:
-                    raise ChunkSizeInvalid(
-                        f"part {number} has {listed[number]['Size']} bytes, not {expected}",
-                        part_number=number,
-                        expected_length=expected,
-                    )
+        try:
+            listed = await self._list_parts(object_key, marker["upload_id"])
+            if listed is not None:
+                _check_parts(listed, count, expected_size, part_size)
+        except _CannotList:
+            # Without ListParts the client's ETags name the parts; their lengths are checked by the read-back.
+            listed = _parts_from_etags(part_etags, count)
+        if listed is not None:
             upload = _Multipart(self.store, object_key)
             upload.upload_id = marker["upload_id"]
             # Parts past the last are not listed, and S3 drops them with the completion.
             upload.parts = [{"PartNumber": n, "ETag": listed[n]["ETag"]} for n in range(1, count + 1)]
-            await upload.complete()
+            try:
+                await upload.complete()
+            except NotFound:
+                listed = None
+        if listed is None and await self.store._head(object_key) is None:
+            # Completed by an attempt that then failed without restarting: start over.
+            await self.restart(staging_ref)
+            raise UploadIncomplete(
+                missing=list(range(1, min(count, _MISSING_SHOWN) + 1)), missing_count=count
+            )
+        # Otherwise completed here, or by a completer that stopped before committing: verify it either way.
         try:
             digest = await self._verify(object_key, expected_size, expected_sha256, progress)
         except (DigestMismatch, SizeMismatch):
@@ -180,7 +179,10 @@ class DirectUploads:
         )
 
     async def _list_parts(self, object_key: str, upload_id: str) -> dict[int, dict[str, Any]] | None:
-        """The uploaded parts by number; None when the multipart upload no longer exists (completed)."""
+        """The uploaded parts by number; None when the multipart upload no longer exists (completed).
+
+        Raises :class:`_CannotList` where the endpoint has no ListParts (s3rver).
+        """
         parts: dict[int, dict[str, Any]] = {}
         extra: dict[str, Any] = {}
         while True:
@@ -191,6 +193,8 @@ class DirectUploads:
             except ClientError as exc:
                 if error_code(exc) in _NOT_FOUND_CODES:
                     return None
+                if error_code(exc) in _NO_ABORT_CODES:
+                    raise _CannotList() from exc
                 raise s3_error(exc) from exc
             for part in page.get("Parts", []):
                 parts[int(part["PartNumber"])] = part
@@ -215,6 +219,33 @@ class DirectUploads:
         finally:
             body.close()
         return writer.finish(expected_sha256=sha256)
+
+
+class _CannotList(Exception):
+    """The endpoint does not implement ListParts."""
+
+
+def _check_parts(listed: dict[int, dict[str, Any]], count: int, size: int, part_size: int) -> None:
+    missing = [number for number in range(1, count + 1) if number not in listed]
+    if missing:
+        raise UploadIncomplete(missing=missing[:_MISSING_SHOWN], missing_count=len(missing))
+    for number in range(1, count + 1):
+        expected = part_length(number, size, part_size)
+        if int(listed[number]["Size"]) != expected:
+            raise ChunkSizeInvalid(
+                f"part {number} has {listed[number]['Size']} bytes, not {expected}",
+                part_number=number,
+                expected_length=expected,
+            )
+
+
+def _parts_from_etags(part_etags: Mapping[int, str] | None, count: int) -> dict[int, dict[str, Any]]:
+    if not part_etags:
+        raise InvalidRequest("this storage cannot list the parts: complete with the ETag of every part")
+    missing = [number for number in range(1, count + 1) if number not in part_etags]
+    if missing:
+        raise UploadIncomplete(missing=missing[:_MISSING_SHOWN], missing_count=len(missing))
+    return {number: {"ETag": part_etags[number]} for number in range(1, count + 1)}
 
 
 def _read_hashed(body: Any, writer: HashingWriter) -> bytes:

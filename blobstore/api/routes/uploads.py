@@ -140,7 +140,8 @@ async def complete_upload(
     base: BaseUrlDep,
 ) -> ArtifactOut:
     body = await read_json(request, CompleteUploadRequest, settings.max_json_body, optional=True)
-    artifact = await service.uploads.complete(caller, upload_id, sha256=body.sha256)
+    etags = {part.part_number: part.etag for part in body.parts} if body.parts else None
+    artifact = await service.uploads.complete(caller, upload_id, sha256=body.sha256, part_etags=etags)
     response.headers["location"] = f"/v1/artifacts/{artifact.id}"
     return artifact_out(artifact, base)
 
