@@ -112,5 +112,5 @@ async def commit(
 
 async def restart(blobs: BlobStore, session: UploadSession) -> None:
     """After a completion failed past the store's checks: a fresh multipart upload, the upload still open."""
-    if isinstance(blobs, SupportsDirectUpload):
-        await blobs.direct_restart(session.staging_ref)
+    if isinstance(blobs, SupportsDirectUpload) and session.declared_sha256 is not None:
+        await blobs.direct_restart(session.staging_ref, sha256=session.declared_sha256)

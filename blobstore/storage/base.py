@@ -251,6 +251,7 @@ class SupportsDirectUpload(Protocol):
         """
         ...
 
-    async def direct_restart(self, staging_ref: str) -> None:
-        """Replace the multipart upload of ``staging_ref`` by a fresh, empty one (after a failed commit)."""
+    async def direct_restart(self, staging_ref: str, *, sha256: str) -> None:
+        """A fresh, empty multipart upload for ``staging_ref``, after a commit that completed the previous one
+        failed later (its object deleted)."""
         ...

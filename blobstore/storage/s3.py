@@ -508,8 +508,8 @@ class S3BlobStore:
             part_etags=part_etags,
         )
 
-    async def direct_restart(self, staging_ref: str) -> None:
-        await self._direct().restart(staging_ref)
+    async def direct_restart(self, staging_ref: str, *, sha256: str) -> None:
+        await self._direct().restart(staging_ref, sha256=sha256)
 
     # -- cleanup --------------------------------------------------------------------------------------------
 

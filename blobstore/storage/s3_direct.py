@@ -99,12 +99,13 @@ class DirectUploads:
                 await upload.abort()
             raise
 
-    async def restart(self, staging_ref: str) -> None:
-        marker = await self._marker(staging_ref)
-        # The failed attempt's object was deleted by whoever found it wanting; only its upload may remain.
-        await self.store._abort_upload(marker["key"], marker["upload_id"], may_be_complete=True)
-        digest = self._key_of(marker["key"]).rsplit("/", 1)[1].split(".", 1)[0]
-        await self._start(staging_ref, generation_key(digest))
+    async def restart(self, staging_ref: str, *, sha256: str) -> None:
+        """A fresh multipart upload in place of one that was completed (its object is gone or orphaned).
+
+        Never an abort: the old upload is complete, and on endpoints without AbortMultipartUpload discarding
+        it would write to a finished upload.
+        """
+        await self._start(validate_staging_ref(staging_ref), generation_key(normalize_sha256(sha256)))
 
     def _key_of(self, object_key: str) -> str:
         return validate_key(object_key[len(self.store._object_key("")) :])
@@ -142,7 +143,13 @@ class DirectUploads:
         part_etags: Mapping[int, str] | None = None,
     ) -> BlobInfo:
         count = part_count(expected_size, part_size)
-        marker = await self._marker(staging_ref)
+        marker = await self.store._read_marker(self._marker_key(staging_ref))
+        if marker is None:
+            # A completer verified the object, then stopped before its commit: the object is an orphan now.
+            await self.restart(staging_ref, sha256=expected_sha256)
+            raise UploadIncomplete(
+                missing=list(range(1, min(count, _MISSING_SHOWN) + 1)), missing_count=count
+            )
         object_key = marker["key"]
         try:
             listed = await self._list_parts(object_key, marker["upload_id"])
@@ -162,7 +169,7 @@ class DirectUploads:
                 listed = None
         if listed is None and await self.store._head(object_key) is None:
             # Completed by an attempt that then failed without restarting: start over.
-            await self.restart(staging_ref)
+            await self.restart(staging_ref, sha256=expected_sha256)
             raise UploadIncomplete(
                 missing=list(range(1, min(count, _MISSING_SHOWN) + 1)), missing_count=count
             )
@@ -172,8 +179,10 @@ class DirectUploads:
         except (DigestMismatch, SizeMismatch):
             with anyio.CancelScope(shield=True):
                 await self.store._call("delete_object", Key=object_key)
-                await self.restart(staging_ref)
+                await self.restart(staging_ref, sha256=expected_sha256)
             raise
+        # The multipart upload is complete: nothing is left for an abort to free (a later failure restarts).
+        await self.store._call("delete_object", Key=self._marker_key(staging_ref))
         return BlobInfo(
             self._key_of(object_key), digest.size, digest.sha256, digest.chunk_size, digest.chunk_xxh3
         )
