@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from blobstore.client.api import BlobstoreApi
-from blobstore.client.chunks import ChunkCounter, ChunkReader, ProgressTracker, run_concurrently
+from blobstore.client.chunks import ChunkCounter, ChunkReader, ProgressTracker, send_indexed
 from blobstore.client.retry import RetryableResponse, call_with_retries, is_retryable_status
 from blobstore.errors import StorageUnavailable
 
@@ -81,14 +81,8 @@ class DirectSender:
     ) -> None:
         todo = list(indexes)
         await self._refresh([index + 1 for index in todo if index + 1 not in self.urls])
-        pending = iter(todo)
 
-        async def worker() -> None:
-            for index in pending:
-                data, _digest = await read(index)
-                await self._put(index + 1, data)
-                counter.chunks += 1
-                counter.bytes += len(data)
-                progress.advance(len(data))
+        async def put(index: int, data: bytes, _digest: str) -> None:
+            await self._put(index + 1, data)
 
-        await run_concurrently([worker] * max(1, parallel))
+        await send_indexed(todo, read, put, parallel=parallel, progress=progress, counter=counter)
