@@ -15,6 +15,7 @@ from fastapi import FastAPI
 
 from blobstore.api.headers import content_disposition
 from blobstore.client import AsyncBlobstoreClient
+from tests.fixtures.peers import peer_missing
 from tests.presign.conftest import MiB, S3Place, presign_settings
 
 pytestmark = pytest.mark.s3
@@ -63,7 +64,7 @@ async def test_curl_following_the_redirect_gets_the_exact_bytes(
 ) -> None:
     curl = shutil.which("curl")
     if curl is None:
-        pytest.fail("curl is a test peer (see README) and is missing")
+        peer_missing("curl is not installed")
     data = os.urandom(MiB + 5)
     artifact_id = await store(api, data)
     redirect = await api.get(f"/v1/artifacts/{artifact_id}/content")
