@@ -17,12 +17,18 @@ from datetime import datetime, timedelta
 from blobstore.config import Settings
 from blobstore.errors import InvalidRequest, UploadNotOpen
 from blobstore.models import UploadSession, UploadState
-from blobstore.storage.base import BlobInfo, BlobStore, DirectPart, ProgressCallback, SupportsDirectUpload
+from blobstore.storage.base import (
+    DIRECT_MAX_PARTS,
+    DIRECT_MIN_PART_SIZE,
+    BlobInfo,
+    BlobStore,
+    DirectPart,
+    ProgressCallback,
+    SupportsDirectUpload,
+)
 
 DIRECT_PROTOCOL = "s3-direct"
 """The ``protocol`` recorded for a direct upload."""
-MIN_PART_SIZE = 5 * 1024 * 1024
-"""S3's minimum for every part but the last; a direct upload's chunk size is raised to it."""
 PARTS_PER_REQUEST = 1000
 """Most presigned part URLs one answer carries."""
 
@@ -48,8 +54,11 @@ def direct_store(settings: Settings, blobs: BlobStore) -> SupportsDirectUpload |
     return None
 
 
-def direct_part_size(chunk_size: int) -> int:
-    return max(chunk_size, MIN_PART_SIZE)
+def direct_part_size(chunk_size: int, size: int) -> int | None:
+    """The part size of a direct upload of ``size`` bytes, or None when S3's part limit rules it out."""
+    # The chunk size is raised to S3's minimum part size.
+    part_size = max(chunk_size, DIRECT_MIN_PART_SIZE)
+    return part_size if -(-size // part_size) <= DIRECT_MAX_PARTS else None
 
 
 def part_count(session: UploadSession) -> int:

@@ -176,8 +176,9 @@ class UploadManager:
             raise TooManyUploads(limit=self.settings.max_open_uploads)
         upload_id = new_upload_id()
         target = direct_uploads.direct_store(self.settings, svc.blobs) if direct else None
-        if target is not None and size and digest is not None:
-            chosen = direct_uploads.direct_part_size(chosen)
+        part_size = direct_uploads.direct_part_size(chosen, size) if size else None
+        if target is not None and part_size is not None and digest is not None:
+            chosen = part_size
             protocol = direct_uploads.DIRECT_PROTOCOL
             staging_ref = await target.direct_begin(upload_id, sha256=digest)
         else:

@@ -25,6 +25,11 @@ from typing import Protocol, runtime_checkable
 DEFAULT_STORAGE_CHUNK_SIZE = 1024 * 1024
 """Bytes covered by one XXH3-128 integrity checksum."""
 
+DIRECT_MIN_PART_SIZE = 5 * 1024 * 1024
+DIRECT_MAX_PARTS = 10_000
+"""S3's limits on the parts of a multipart upload, which a direct upload is: at least 5 MiB each but the last,
+at most 10,000."""
+
 ProgressCallback = Callable[[int], Awaitable[None]]
 """Called with the number of bytes processed so far during long operations (commit hashing)."""
 

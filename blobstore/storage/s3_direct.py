@@ -32,6 +32,7 @@ from blobstore.errors import (
     SizeMismatch,
     UploadIncomplete,
 )
+from blobstore.storage.base import DIRECT_MAX_PARTS as MAX_PARTS
 from blobstore.storage.base import BlobInfo, DirectPart, ProgressCallback
 from blobstore.storage.keys import generation_key, validate_key, validate_staging_ref
 from blobstore.storage.s3 import (
@@ -45,8 +46,6 @@ from blobstore.storage.s3 import (
     s3_error,
 )
 
-MAX_PARTS = 10_000
-"""S3's limit on the parts of one multipart upload."""
 MAX_PART_SIZE = 5 * 1024 * 1024 * 1024
 _READ_PIECE = 1024 * 1024
 _MISSING_SHOWN = 100
