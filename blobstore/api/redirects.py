@@ -19,7 +19,6 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 
 from blobstore.api.conditional import DownloadPlan, Outcome
-from blobstore.api.headers import content_disposition
 from blobstore.config import Settings
 from blobstore.models import Artifact
 from blobstore.storage.base import BlobInfo, BlobStore, SupportsPresign
@@ -56,7 +55,7 @@ async def presigned_redirect(
     url = await blobs.presigned_url(
         blob,
         expires_in=settings.s3_presign_seconds,
-        content_disposition=content_disposition(artifact.name),
+        filename=artifact.name,
         content_type=artifact.mime_type,
     )
     # The URL is a bearer capability until it expires: no cache may keep or share the redirect.

@@ -198,11 +198,11 @@ class SupportsPresign(Protocol):
         blob: BlobInfo,
         *,
         expires_in: int,
-        content_disposition: str | None = None,
+        filename: str | None = None,
         content_type: str | None = None,
     ) -> str:
-        """A GET URL of ``blob``'s generation valid for ``expires_in`` seconds, whose answer carries the given
-        ``Content-Disposition`` and ``Content-Type``."""
+        """A GET URL of ``blob``'s generation, valid for ``expires_in`` seconds, whose answer names
+        ``filename`` as an attachment and has ``content_type``."""
         ...
 
 

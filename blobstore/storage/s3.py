@@ -33,6 +33,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
 
 import anyio
 import anyio.to_thread
@@ -151,6 +152,12 @@ class S3Capabilities:
     """``If-None-Match: *`` refuses to replace an existing object."""
     upload_part_copy: bool
     abort_multipart_upload: bool
+
+
+def content_disposition(filename: str) -> str:
+    """``attachment`` with an ASCII fallback and the RFC 6266 / RFC 8187 UTF-8 form of the name."""
+    fallback = "".join(c if 0x20 <= ord(c) < 0x7F and c not in '"\\' else "_" for c in filename) or "download"
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
 
 
 class S3BlobStore:
@@ -454,21 +461,18 @@ class S3BlobStore:
         blob: BlobInfo,
         *,
         expires_in: int,
-        content_disposition: str | None = None,
+        filename: str | None = None,
         content_type: str | None = None,
     ) -> str:
-        params = {"Bucket": self.bucket, "Key": self._object_key(validate_key(blob.key))}
-        if content_disposition is not None:
-            params["ResponseContentDisposition"] = content_disposition
-        if content_type is not None:
-            params["ResponseContentType"] = content_type
-        return await self._presign("get_object", params, expires_in)
-
-    async def _presign(self, operation: str, params: dict[str, Any], expires_in: int) -> str:
         if not 0 < expires_in <= MAX_PRESIGN_SECONDS:
             raise InvalidRequest("presigned URL lifetime must be between 1 second and 7 days")
+        params = {"Bucket": self.bucket, "Key": self._object_key(validate_key(blob.key))}
+        if filename is not None:
+            params["ResponseContentDisposition"] = content_disposition(filename)
+        if content_type is not None:
+            params["ResponseContentType"] = content_type
         url: str = await self._run(
-            self._client.generate_presigned_url, operation, Params=params, ExpiresIn=expires_in
+            self._client.generate_presigned_url, "get_object", Params=params, ExpiresIn=expires_in
         )
         return url
 

@@ -125,7 +125,14 @@ class DirectUploads:
                 "UploadId": marker["upload_id"],
                 "PartNumber": number,
             }
-            urls.append(await self.store._presign("upload_part", params, expires_in))
+            urls.append(
+                await self.store._run(
+                    self.store.client.generate_presigned_url,
+                    "upload_part",
+                    Params=params,
+                    ExpiresIn=expires_in,
+                )
+            )
         return [
             DirectPart(number, part_length(number, size, part_size), url)
             for number, url in zip(numbers, urls, strict=True)
