@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from blobstore.config import Settings
-from blobstore.errors import InvalidRequest, UploadNotOpen
+from blobstore.errors import Conflict, InvalidRequest, UploadNotOpen
 from blobstore.models import UploadSession, UploadState
 from blobstore.storage.base import (
     DIRECT_MAX_PARTS,
@@ -69,7 +69,7 @@ def part_count(session: UploadSession) -> int:
 def _target(blobs: BlobStore, session: UploadSession) -> SupportsDirectUpload:
     # Not the setting: an upload begun direct stays direct if the operator turns the setting off meanwhile.
     if not is_direct(session) or not isinstance(blobs, SupportsDirectUpload):
-        raise InvalidRequest("this upload does not take its parts through presigned URLs")
+        raise Conflict("this upload does not take its parts through presigned URLs")
     return blobs
 
 

@@ -320,7 +320,7 @@ class UploadManager:
         svc = self.service
         session = await self.open_session(caller, upload_id)
         if direct_uploads.is_direct(session):
-            raise InvalidRequest("the parts of this upload go to their presigned URLs, not to the API")
+            raise Conflict("the parts of this upload go to their presigned URLs, not to the API")
         if index < 0 or index >= self.settings.max_chunks_per_upload:
             raise ChunkIndexOutOfRange(index=index)
         plan = plan_for(session)

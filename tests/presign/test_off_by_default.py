@@ -60,6 +60,7 @@ async def test_a_direct_request_gets_a_chunked_upload_when_presigning_is_off(
     assert body["direct_parts"] is None
     upload_id = body["upload_id"]
     parts = await plain_api.post(f"/v1/uploads/{upload_id}/parts")
-    assert parts.status_code == 400
+    assert parts.status_code == 409
+    assert parts.json()["code"] == "conflict"
     assert (await plain_api.put(f"/v1/uploads/{upload_id}/chunks/0", content=data)).status_code == 200
     assert (await plain_api.post(f"/v1/uploads/{upload_id}/complete")).status_code == 201

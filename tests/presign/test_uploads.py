@@ -91,8 +91,8 @@ async def test_the_begin_answer_offers_s3_parts_and_chunks_are_refused(
     assert offer["part_count"] == 2
     assert [(p["part_number"], p["size"]) for p in offer["parts"]] == [(1, PART), (2, 10)]
     refused = await api.put(f"/v1/uploads/{begun['upload_id']}/chunks/0", content=data[:PART])
-    assert refused.status_code == 400
-    assert refused.json()["code"] == "invalid_request"
+    assert refused.status_code == 409
+    assert refused.json()["code"] == "conflict"
     status = await api.get(f"/v1/uploads/{begun['upload_id']}")
     assert status.json()["direct"] is True
     assert len(s3_place.multipart_uploads()) == 1
