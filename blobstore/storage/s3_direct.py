@@ -30,6 +30,7 @@ from blobstore.errors import (
     LimitExceeded,
     NotFound,
     SizeMismatch,
+    StorageUnavailable,
     UploadIncomplete,
 )
 from blobstore.storage.base import DIRECT_MAX_PARTS as MAX_PARTS
@@ -161,9 +162,11 @@ class DirectUploads:
             listed = await self._list_parts(object_key, marker["upload_id"])
             if listed is not None:
                 _check_parts(listed, count, expected_size, part_size)
+            unlisted = False
         except _CannotList:
             # Without ListParts the client's ETags name the parts; their lengths are checked by the read-back.
             listed = _parts_from_etags(part_etags, count)
+            unlisted = True
         if listed is not None:
             upload = _Multipart(self.store, object_key)
             upload.upload_id = marker["upload_id"]
@@ -173,13 +176,21 @@ class DirectUploads:
                 await upload.complete()
             except NotFound:
                 listed = None
-        if listed is None and await self.store._head(object_key) is None:
-            # Completed by an attempt that then failed without restarting: start over.
-            await self.restart(staging_ref, sha256=expected_sha256)
-            raise UploadIncomplete(
-                missing=list(range(1, min(count, _MISSING_SHOWN) + 1)), missing_count=count
-            )
-        # Otherwise completed here, or by a completer that stopped before committing: verify it either way.
+            except StorageUnavailable:
+                # Such endpoints (s3rver) fail the completion of a finished upload without saying why.
+                if not unlisted or await self.store._head(object_key) is None:
+                    raise
+                listed = None
+        if listed is None:
+            # Completed by an earlier completer that has not committed (it died, or lost its lease). If it is
+            # still alive, a failure of its commit deletes that object: work on a copy of one's own.
+            copied = await self._own_copy(object_key, expected_sha256)
+            if copied is None:
+                await self.restart(staging_ref, sha256=expected_sha256)
+                raise UploadIncomplete(
+                    missing=list(range(1, min(count, _MISSING_SHOWN) + 1)), missing_count=count
+                )
+            object_key = copied
         try:
             digest = await self._verify(object_key, expected_size, expected_sha256, progress)
         except (DigestMismatch, SizeMismatch):
@@ -192,6 +203,21 @@ class DirectUploads:
         return BlobInfo(
             self._key_of(object_key), digest.size, digest.sha256, digest.chunk_size, digest.chunk_xxh3
         )
+
+    async def _own_copy(self, object_key: str, sha256: str) -> str | None:
+        """A server-side copy of a completed object under a fresh generation key; None when it is gone."""
+        copy_key = self.store._object_key(generation_key(normalize_sha256(sha256)))
+        try:
+            await self.store._call(
+                "copy_object",
+                Key=copy_key,
+                CopySource={"Bucket": self.store.bucket, "Key": object_key},
+                ContentType="application/octet-stream",
+                MetadataDirective="REPLACE",
+            )
+        except NotFound:
+            return None
+        return copy_key
 
     async def _list_parts(self, object_key: str, upload_id: str) -> dict[int, dict[str, Any]] | None:
         """The uploaded parts by number; None when the multipart upload no longer exists (completed).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -220,3 +221,34 @@ async def test_a_direct_upload_of_content_already_stored_is_deduplicated(
     assert completed.status_code == 201
     assert completed.json()["sha256"] == first.json()["sha256"]
     assert len(s3_place.blob_keys()) == 1
+
+
+async def test_a_completion_left_by_a_stopped_completer_is_verified_on_a_copy_of_its_own(
+    api: httpx.AsyncClient, storage_http: httpx.AsyncClient, s3_place: S3Place
+) -> None:
+    data = os.urandom(PART + 300)
+    begun = await begin(api, data)
+    upload_id = begun["upload_id"]
+    sent = await put_parts(storage_http, begun["direct_parts"], split(data, PART))
+    # A completer completed the S3 multipart upload, then stopped before its commit.
+    location = s3_place.location
+    marker = s3_place.client.get_object(
+        Bucket=location.bucket, Key=f"{location.prefix}/staging/{upload_id}/multipart"
+    )
+    record = json.loads(marker["Body"].read())
+    s3_place.client.complete_multipart_upload(
+        Bucket=location.bucket,
+        Key=record["key"],
+        UploadId=record["upload_id"],
+        MultipartUpload={"Parts": [{"PartNumber": p["part_number"], "ETag": p["etag"]} for p in sent]},
+    )
+    completed = await api.post(f"/v1/uploads/{upload_id}/complete", json={"parts": sent})
+    assert completed.status_code == 201, completed.text
+    # The stopped completer's object stays its own (an orphan for the sweep); the artifact has a copy.
+    assert record["key"] in s3_place.blob_keys()
+    assert len(s3_place.blob_keys()) == 2
+    artifact_id = completed.json()["id"]
+    window = await api.get(
+        f"/v1/artifacts/{artifact_id}/content", params={"offset": str(PART - 5), "length": "10"}
+    )
+    assert window.content == data[PART - 5 : PART + 5]
