@@ -37,6 +37,11 @@ class Settings(BaseSettings):
     s3_endpoint_url: str | None = None
     s3_region: str | None = None
     s3_presign_downloads: bool = False
+    """Answer whole and single-range downloads with a ``307`` redirect to a presigned S3 GET URL (S3 only)."""
+    s3_presign_uploads: bool = False
+    """Offer presigned ``UploadPart`` URLs to chunked uploads that ask for a direct transfer (S3 only)."""
+    s3_presign_seconds: int = Field(default=300, ge=1, le=3600)
+    """Lifetime of a presigned URL: anyone holding it may use it until then, so keep it short."""
 
     host: str = "127.0.0.1"
     port: int = Field(default=8420, ge=0, le=65535)
@@ -164,6 +169,17 @@ class Settings(BaseSettings):
         if self.default_ttl_seconds > self.max_ttl_seconds:
             raise ValueError("default_ttl_seconds must not exceed max_ttl_seconds")
         return self
+
+    @property
+    def ignored_presign_settings(self) -> list[str]:
+        """Presign settings that are on while the storage is not S3 (they do nothing; ``serve`` says so)."""
+        if urlsplit(self.resolved_storage_url).scheme == "s3":
+            return []
+        flags = {
+            "BLOBSTORE_S3_PRESIGN_DOWNLOADS": self.s3_presign_downloads,
+            "BLOBSTORE_S3_PRESIGN_UPLOADS": self.s3_presign_uploads,
+        }
+        return [name for name, on in flags.items() if on]
 
     @property
     def resolved_audit_log(self) -> Path:

@@ -27,7 +27,7 @@ from blobstore.media import PROBE_BYTES, probe, resolve_mime
 from blobstore.metadata.repository import MetadataRepository
 from blobstore.models import UNSET, Artifact, BlobInfo, Caller, CompletionClaim, NewArtifact, Page
 from blobstore.ranges import Window, window
-from blobstore.storage.base import BlobStore, SupportsLocalPath
+from blobstore.storage.base import BlobStore, SupportsLocalPath, SupportsPresign
 from blobstore.upload_sessions import UploadManager
 from blobstore.validation import validate_metadata, validate_mime, validate_name
 
@@ -243,6 +243,20 @@ class ArtifactService:
         if isinstance(self.blobs, SupportsLocalPath):
             return self.blobs.local_path(blob)
         return None
+
+    async def presigned_download(self, artifact: Artifact, blob: BlobInfo) -> str | None:
+        """A presigned storage URL of the artifact's bytes when the operator enabled them (S3), else None.
+
+        The URL is a bearer capability until it expires (``BLOBSTORE_S3_PRESIGN_SECONDS``).
+        """
+        if not self.settings.s3_presign_downloads or not isinstance(self.blobs, SupportsPresign):
+            return None
+        return await self.blobs.presigned_url(
+            blob,
+            expires_in=self.settings.s3_presign_seconds,
+            filename=artifact.name,
+            content_type=artifact.mime_type,
+        )
 
     async def read_window(
         self, caller: Caller, artifact_id: str, offset: int | None, length: int | None

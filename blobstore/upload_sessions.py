@@ -19,13 +19,14 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import anyio
 
+from blobstore import direct_uploads
 from blobstore.audit import AuditLog
 from blobstore.clock import Clock
 from blobstore.config import Settings
@@ -208,7 +209,10 @@ class UploadManager:
         ttl_seconds: int | None = None,
         metadata: dict[str, Any] | None = None,
         protocol: str = "native",
+        direct: bool = False,
     ) -> UploadSession:
+        """Begin an upload; ``direct`` asks for presigned part URLs, granted when they are on (S3) and both
+        ``size`` and ``sha256`` are declared."""
         name = validate_name(name)
         mime = validate_mime(mime_type)
         user_metadata = validate_metadata(metadata)
@@ -227,7 +231,14 @@ class UploadManager:
         if await self.repo.count_open_uploads(caller.namespace) >= self.settings.max_open_uploads:
             raise TooManyUploads(limit=self.settings.max_open_uploads)
         upload_id = new_upload_id()
-        staging_ref = await self.blobs.stage_begin(upload_id, chunk_size=chosen)
+        target = direct_uploads.direct_store(self.settings, self.blobs) if direct else None
+        part_size = direct_uploads.direct_part_size(chosen, size) if size else None
+        if target is not None and part_size is not None and digest is not None:
+            chosen = part_size
+            protocol = direct_uploads.DIRECT_PROTOCOL
+            staging_ref = await target.direct_begin(upload_id, sha256=digest)
+        else:
+            staging_ref = await self.blobs.stage_begin(upload_id, chunk_size=chosen)
         session = UploadSession(
             id=upload_id,
             namespace=caller.namespace,
@@ -362,6 +373,8 @@ class UploadManager:
         xxh3: str | None = None,
     ) -> ChunkRecord:
         session = await self.open_session(caller, upload_id)
+        if direct_uploads.is_direct(session):
+            raise Conflict("the parts of this upload go to their presigned URLs, not to the API")
         if index < 0 or index >= self.settings.max_chunks_per_upload:
             raise ChunkIndexOutOfRange(index=index)
         plan = plan_for(session)
@@ -408,7 +421,10 @@ class UploadManager:
         *,
         sha256: str | None = None,
         progress: ProgressCallback | None = None,
+        part_etags: Mapping[int, str] | None = None,
     ) -> Artifact:
+        """Complete the upload; ``part_etags`` are a direct upload's part ETags, for storage that cannot list
+        them."""
         started = time.monotonic()
         deadline = started + COMPLETION_WAIT_SECONDS
         claimed = normalize_sha256(sha256) if sha256 is not None else None
@@ -435,7 +451,7 @@ class UploadManager:
                 continue  # another request won the compare-and-set: look again
             try:
                 artifact = await self._complete_as(
-                    owner, caller, session, claimed or session.declared_sha256, progress
+                    owner, caller, session, claimed or session.declared_sha256, progress, part_etags
                 )
             except CompletionLost:
                 continue  # this request lost its lease to another completer: wait for that one's result
@@ -450,6 +466,7 @@ class UploadManager:
         session: UploadSession,
         sha256: str | None,
         progress: ProgressCallback | None,
+        part_etags: Mapping[int, str] | None = None,
     ) -> Artifact:
         """Join and commit as completion ``owner``, renewing the lease meanwhile; on failure, give the upload
         back to the client (``open``) so that it may resend chunks or abort."""
@@ -460,7 +477,7 @@ class UploadManager:
                 group.start_soon(self._keep_lease, session.id, owner)
                 try:
                     claim = CompletionClaim(session.id, owner)
-                    artifact = await self._join(caller, session, sha256, progress, claim)
+                    artifact = await self._join(caller, session, sha256, progress, claim, part_etags)
                 except BaseException as exc:  # re-raised below: the task group would wrap it in a group
                     failure = exc
                 group.cancel_scope.cancel()
@@ -487,29 +504,42 @@ class UploadManager:
         sha256: str | None,
         progress: ProgressCallback | None,
         claim: CompletionClaim,
+        part_etags: Mapping[int, str] | None = None,
     ) -> Artifact:
-        chunks = await self.repo.list_chunks(session.id)
-        total = plan_for(session).check_complete(chunks)
-        if total > self.settings.max_artifact_size:
-            raise TooLarge(max_size=self.settings.max_artifact_size)
-        await self.publisher.check_quota(caller.namespace, total)
-        receipts = [
-            ChunkReceipt(c.index, c.size, c.sha256, c.xxh3) for c in sorted(chunks, key=lambda c: c.index)
-        ]
-        blob = await self.blobs.stage_commit(
-            session.staging_ref, receipts, expected_size=total, expected_sha256=sha256, progress=progress
-        )
+        direct = direct_uploads.is_direct(session)
+        if direct:
+            await self.publisher.check_quota(caller.namespace, session.declared_size or 0)
+            blob = await direct_uploads.commit(self.blobs, session, sha256, progress, part_etags)
+        else:
+            chunks = await self.repo.list_chunks(session.id)
+            total = plan_for(session).check_complete(chunks)
+            if total > self.settings.max_artifact_size:
+                raise TooLarge(max_size=self.settings.max_artifact_size)
+            await self.publisher.check_quota(caller.namespace, total)
+            receipts = [
+                ChunkReceipt(c.index, c.size, c.sha256, c.xxh3) for c in sorted(chunks, key=lambda c: c.index)
+            ]
+            blob = await self.blobs.stage_commit(
+                session.staging_ref, receipts, expected_size=total, expected_sha256=sha256, progress=progress
+            )
         now = self.clock()
         expires_at = self.publisher.expiry_for(session.ttl_seconds, now)
-        return await self.publisher.publish(
-            caller,
-            blob,
-            name=session.name,
-            declared_mime=session.mime_type,
-            expires_at=expires_at,
-            metadata=session.metadata,
-            completion=claim,
-        )
+        try:
+            return await self.publisher.publish(
+                caller,
+                blob,
+                name=session.name,
+                declared_mime=session.mime_type,
+                expires_at=expires_at,
+                metadata=session.metadata,
+                completion=claim,
+            )
+        except BaseException as exc:
+            # The failed commit dropped the object its parts made: a direct upload needs fresh parts.
+            if direct and not isinstance(exc, CompletionLost):
+                with anyio.CancelScope(shield=True):
+                    await direct_uploads.restart(self.blobs, session)
+            raise
 
     async def _completed_artifact(self, caller: Caller, session: UploadSession) -> Artifact:
         if session.artifact_id is None:

@@ -60,13 +60,32 @@ async def read_json(request: Request, model: type[M], limit: int, *, optional: b
 
 def json_body_openapi(model: type[BaseModel], *, required: bool = True) -> dict[str, Any]:
     """``openapi_extra`` describing a JSON request body read by :func:`read_json`."""
-    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    schema = _inline_definitions(model.model_json_schema())
     return {
         "requestBody": {
             "required": required,
             "content": {"application/json": {"schema": schema}},
         }
     }
+
+
+def _inline_definitions(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with nested models written out in place: ``openapi_extra`` adds no components they could
+    refer to."""
+    definitions = schema.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return resolve(definitions[ref.removeprefix("#/$defs/")])
+            return {key: resolve(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [resolve(item) for item in node]
+        return node
+
+    resolved: dict[str, Any] = resolve(schema)
+    return resolved
 
 
 def raw_body_openapi(description: str) -> dict[str, Any]:

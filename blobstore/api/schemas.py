@@ -11,6 +11,7 @@ from typing import Any, get_args
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from blobstore.config import Settings
+from blobstore.direct_uploads import DirectOffer, is_direct
 from blobstore.links import resource_link
 from blobstore.models import Artifact, UploadSession, UploadStatus
 
@@ -40,10 +41,26 @@ class CreateUploadRequest(_Request):
     chunk_size: int | None = Field(default=None, gt=0)
     ttl_seconds: int | None = Field(default=None, gt=0)
     metadata: dict[str, Any] | None = None
+    direct: bool = False
+    """Ask for presigned part URLs (granted on S3 when the server enables them and size and sha256 are
+    given)."""
+
+
+class DirectPartsRequest(_Request):
+    part_numbers: list[int] | None = Field(default=None, min_length=1, max_length=1000)
+    """1-based S3 part numbers; default: the first 1000 parts."""
+
+
+class PartETagIn(_Request):
+    part_number: int = Field(ge=1, le=10_000)
+    etag: str = Field(min_length=1, max_length=128)
 
 
 class CompleteUploadRequest(_Request):
     sha256: str | None = None
+    parts: list[PartETagIn] | None = Field(default=None, max_length=10_000)
+    """A direct upload's parts and the ETags the storage answered their PUTs with; used where the storage
+    cannot list the parts itself."""
 
 
 class UpdateArtifactRequest(_Request):
@@ -81,6 +98,20 @@ class UploadLimits(BaseModel):
     max_artifact_size: int
 
 
+class DirectPartOut(BaseModel):
+    part_number: int
+    size: int
+    url: str
+
+
+class DirectPartsOut(BaseModel):
+    part_size: int
+    part_count: int
+    expires_at: datetime
+    """When the URLs stop working; ask ``POST /v1/uploads/{upload_id}/parts`` for fresh ones."""
+    parts: list[DirectPartOut]
+
+
 class UploadOut(BaseModel):
     upload_id: str
     state: str
@@ -94,6 +125,10 @@ class UploadOut(BaseModel):
     created_at: datetime
     expires_at: datetime
     limits: UploadLimits
+    direct: bool = False
+    """The parts go straight to S3 through presigned URLs (``direct_parts``), not to the API."""
+    direct_parts: DirectPartsOut | None = None
+    """In the answer that begins a direct upload: the first part URLs."""
 
 
 class UploadStatusOut(UploadOut):
@@ -158,6 +193,16 @@ def upload_out(session: UploadSession, settings: Settings) -> UploadOut:
         created_at=session.created_at,
         expires_at=session.expires_at,
         limits=upload_limits(settings),
+        direct=is_direct(session),
+    )
+
+
+def direct_parts_out(offer: DirectOffer) -> DirectPartsOut:
+    return DirectPartsOut(
+        part_size=offer.part_size,
+        part_count=offer.part_count,
+        expires_at=offer.expires_at,
+        parts=[DirectPartOut(part_number=p.number, size=p.size, url=p.url) for p in offer.parts],
     )
 
 

@@ -154,6 +154,8 @@ def serve(
         cleanup_interval_seconds=cleanup_interval,
         cors_origins=cors_origins,
     )
+    for name in settings.ignored_presign_settings:
+        click.echo(f"blobstore: {name} is ignored: presigned URLs need S3 storage (s3://…).", err=True)
     reserve = disk_reserve(settings, server=True)
     try:
         if reserve is not None:

@@ -62,8 +62,11 @@ class BlobstoreApi:
         chunk_size: int | None = None,
         ttl_seconds: int | None = None,
         metadata: dict[str, Any] | None = None,
+        direct: bool = False,
     ) -> UploadSessionInfo:
         body: dict[str, Any] = {"name": name}
+        if direct:
+            body["direct"] = True
         optional = {
             "mime_type": mime_type,
             "size": size,
@@ -88,12 +91,24 @@ class BlobstoreApi:
             },
         )
 
+    async def direct_parts(self, upload_id: str, part_numbers: list[int]) -> dict[str, Any]:
+        """Fresh presigned URLs for parts of a direct upload (the JSON ``DirectPartsOut``)."""
+        response = await self.request(
+            "POST", f"/v1/uploads/{upload_id}/parts", json={"part_numbers": part_numbers}
+        )
+        offer: dict[str, Any] = response.json()
+        return offer
+
     async def upload_status(self, upload_id: str) -> UploadStatusInfo:
         response = await self.request("GET", f"/v1/uploads/{upload_id}")
         return UploadStatusInfo.from_json(response.json())
 
-    async def complete_upload(self, upload_id: str, sha256: str | None = None) -> ArtifactInfo:
-        body = {"sha256": sha256} if sha256 is not None else {}
+    async def complete_upload(
+        self, upload_id: str, sha256: str | None = None, part_etags: Mapping[int, str] | None = None
+    ) -> ArtifactInfo:
+        body: dict[str, Any] = {"sha256": sha256} if sha256 is not None else {}
+        if part_etags:
+            body["parts"] = [{"part_number": n, "etag": etag} for n, etag in sorted(part_etags.items())]
         response = await self.request("POST", f"/v1/uploads/{upload_id}/complete", json=body)
         return ArtifactInfo.from_json(response.json())
 

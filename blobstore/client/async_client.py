@@ -13,6 +13,7 @@ import httpx
 
 from blobstore import __version__
 from blobstore.client.api import BlobstoreApi
+from blobstore.client.direct import new_direct_http
 from blobstore.client.downloads import Downloader
 from blobstore.client.models import (
     ArtifactInfo,
@@ -67,9 +68,11 @@ class AsyncBlobstoreClient:
             transport=transport,
         )
         self.api = BlobstoreApi(self._http, self.base_url, retry or RetryPolicy())
+        # Presigned storage URLs get a client of their own, without the token.
+        self._direct_http = new_direct_http(timeout, parallel)
         limiter = anyio.CapacityLimiter(_IO_THREADS)
-        self._uploader = Uploader(self.api, state_store or UploadStateStore(), limiter)
-        self._downloader = Downloader(self.api, limiter)
+        self._uploader = Uploader(self.api, state_store or UploadStateStore(), limiter, self._direct_http)
+        self._downloader = Downloader(self.api, limiter, self._direct_http)
 
     async def __aenter__(self) -> AsyncBlobstoreClient:
         return self
@@ -81,6 +84,7 @@ class AsyncBlobstoreClient:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+        await self._direct_http.aclose()
 
     # -- transfers ------------------------------------------------------------------------------------------
 
@@ -96,12 +100,14 @@ class AsyncBlobstoreClient:
         parallel: int | None = None,
         progress: ProgressCallback | None = None,
         resume: bool = True,
+        direct: bool = True,
     ) -> UploadResult:
         """Upload a file path, bytes, or an async iterator of bytes in parallel chunks.
 
         A file upload keeps resume state in the user's cache until it completes, so running the same upload
         again after a crash sends only the chunks the server does not have. ``name`` defaults to the file name
-        and is required for the other sources.
+        and is required for the other sources. With ``direct`` (the default) a file or bytes upload asks for
+        presigned part URLs, and PUTs its parts straight to the storage when the server offers them.
         """
         options = UploadOptions(
             name=name,
@@ -112,6 +118,7 @@ class AsyncBlobstoreClient:
             parallel=parallel or self.parallel,
             progress=progress,
             resume=resume,
+            direct=direct,
         )
         if isinstance(source, str | os.PathLike):
             return await self._uploader.upload_file(Path(source), options)

@@ -104,6 +104,33 @@ async def run_concurrently(tasks: list[Callable[[], Awaitable[None]]]) -> None:
         raise first
 
 
+ChunkSender = Callable[[int, bytes, str], Awaitable[None]]
+"""Sends chunk ``index``'s bytes (with their ``Content-Digest``) wherever they go."""
+
+
+async def send_indexed(
+    indexes: Iterable[int],
+    read: ChunkReader,
+    send: ChunkSender,
+    *,
+    parallel: int,
+    progress: ProgressTracker,
+    counter: ChunkCounter,
+) -> None:
+    """Send the given chunks with up to ``parallel`` in flight; each is read only when a slot is free."""
+    pending = iter(indexes)
+
+    async def worker() -> None:
+        for index in pending:
+            data, digest = await read(index)
+            await send(index, data, digest)
+            counter.chunks += 1
+            counter.bytes += len(data)
+            progress.advance(len(data))
+
+    await run_concurrently([worker] * max(1, parallel))
+
+
 async def send_indexed_chunks(
     api: BlobstoreApi,
     upload_id: str,
@@ -114,15 +141,9 @@ async def send_indexed_chunks(
     progress: ProgressTracker,
     counter: ChunkCounter,
 ) -> None:
-    """PUT the given chunks with up to ``parallel`` in flight; each is read only when a slot is free."""
-    pending = iter(indexes)
+    """PUT the given chunks to the API with up to ``parallel`` in flight."""
 
-    async def worker() -> None:
-        for index in pending:
-            data, digest = await read(index)
-            await api.put_chunk(upload_id, index, data, digest=digest)
-            counter.chunks += 1
-            counter.bytes += len(data)
-            progress.advance(len(data))
+    async def put(index: int, data: bytes, digest: str) -> None:
+        await api.put_chunk(upload_id, index, data, digest=digest)
 
-    await run_concurrently([worker] * max(1, parallel))
+    await send_indexed(indexes, read, put, parallel=parallel, progress=progress, counter=counter)

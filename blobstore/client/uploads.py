@@ -5,18 +5,20 @@ from __future__ import annotations
 import hashlib
 import mimetypes
 import os
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from blobstore.client.api import BlobstoreApi, content_digest
 from blobstore.client.chunks import (
     ChunkCounter,
+    ChunkReader,
     ProgressTracker,
     chunk_count,
     chunk_length,
@@ -26,6 +28,7 @@ from blobstore.client.chunks import (
     sha256_of_file,
     slice_with_digest,
 )
+from blobstore.client.direct import DirectSender, part_urls
 from blobstore.client.models import ArtifactInfo, ProgressCallback, UploadResult, UploadStatusInfo
 from blobstore.client.problems import local_file_error
 from blobstore.client.state import FileIdentity, ResumeState, UploadStateStore
@@ -44,13 +47,46 @@ class UploadOptions:
     parallel: int = 4
     progress: ProgressCallback | None = None
     resume: bool = True
+    direct: bool = True
+    """Ask for presigned part URLs; the parts go straight to the storage when the server offers them."""
 
 
 class Uploader:
-    def __init__(self, api: BlobstoreApi, store: UploadStateStore, limiter: anyio.CapacityLimiter) -> None:
+    def __init__(
+        self,
+        api: BlobstoreApi,
+        store: UploadStateStore,
+        limiter: anyio.CapacityLimiter,
+        direct_http: httpx.AsyncClient | None = None,
+    ) -> None:
         self.api = api
         self.store = store
         self.limiter = limiter
+        self.direct_http = direct_http
+
+    async def _send_chunks(
+        self,
+        session: dict[str, Any],
+        upload_id: str,
+        indexes: Iterable[int],
+        read: ChunkReader,
+        *,
+        parallel: int,
+        progress: ProgressTracker,
+        counter: ChunkCounter,
+    ) -> dict[int, str] | None:
+        """Chunks to the API, or, for a direct upload (``session["direct"]``), parts to the storage; returns
+        the parts' ETags then, which the completion passes on."""
+        if session.get("direct") and self.direct_http is not None:
+            sender = DirectSender(
+                self.api, self.direct_http, upload_id, part_urls(session.get("direct_parts"))
+            )
+            await sender.send(indexes, read, parallel=parallel, progress=progress, counter=counter)
+            return sender.etags
+        await send_indexed_chunks(
+            self.api, upload_id, indexes, read, parallel=parallel, progress=progress, counter=counter
+        )
+        return None
 
     async def _thread(self, func: Any, *args: Any) -> Any:
         return await anyio.to_thread.run_sync(func, *args, limiter=self.limiter)
@@ -81,7 +117,7 @@ class Uploader:
             return UploadResult(artifact, state.upload_id, state.chunk_size, 0, count, 0, resumed=True)
         if status.state != "open":
             raise UploadNotOpen(f"upload is {status.state}")
-        return await self._send_file(path, state, status, options)
+        return await self._send_file(path, state, status, options, status.raw)
 
     async def _fresh_file(self, path: Path, identity: FileIdentity, options: UploadOptions) -> UploadResult:
         try:
@@ -96,14 +132,20 @@ class Uploader:
             chunk_size=options.chunk_size,
             ttl_seconds=options.ttl_seconds,
             metadata=options.metadata,
+            direct=options.direct,
         )
         state = ResumeState(session.upload_id, session.chunk_size, sha256, identity)
         if options.resume:
             await self._thread(self.store.save, state)
-        return await self._send_file(path, state, None, options)
+        return await self._send_file(path, state, None, options, session.raw)
 
     async def _send_file(
-        self, path: Path, state: ResumeState, status: UploadStatusInfo | None, options: UploadOptions
+        self,
+        path: Path,
+        state: ResumeState,
+        status: UploadStatusInfo | None,
+        options: UploadOptions,
+        session: dict[str, Any],
     ) -> UploadResult:
         size, chunk_size = state.identity.size, state.chunk_size
         count = chunk_count(size, chunk_size)
@@ -126,8 +168,8 @@ class Uploader:
             return result
 
         try:
-            await send_indexed_chunks(
-                self.api,
+            etags = await self._send_chunks(
+                session,
                 state.upload_id,
                 todo,
                 read,
@@ -137,7 +179,7 @@ class Uploader:
             )
         finally:
             await self._thread(os.close, fd)
-        artifact = await self.api.complete_upload(state.upload_id, state.sha256)
+        artifact = await self.api.complete_upload(state.upload_id, state.sha256, etags)
         if options.resume:
             await self._thread(self.store.remove, state.identity)
         return UploadResult(
@@ -167,6 +209,7 @@ class Uploader:
             chunk_size=options.chunk_size,
             ttl_seconds=options.ttl_seconds,
             metadata=options.metadata,
+            direct=options.direct,
         )
         chunk_size = session.chunk_size
         progress = ProgressTracker(options.progress, size)
@@ -179,8 +222,8 @@ class Uploader:
             )
             return result
 
-        await send_indexed_chunks(
-            self.api,
+        etags = await self._send_chunks(
+            session.raw,
             session.upload_id,
             range(chunk_count(size, chunk_size)),
             read,
@@ -188,7 +231,7 @@ class Uploader:
             progress=progress,
             counter=counter,
         )
-        artifact = await self.api.complete_upload(session.upload_id, sha256)
+        artifact = await self.api.complete_upload(session.upload_id, sha256, etags)
         return UploadResult(artifact, session.upload_id, chunk_size, counter.chunks, 0, counter.bytes, False)
 
     # -- async iterators ------------------------------------------------------------------------------------

@@ -14,7 +14,9 @@ from blobstore.errors import InvalidRequest
 from blobstore.storage.base import (
     DEFAULT_BLOCK_SIZE,
     BlobStore,
+    DirectPart,
     ProgressCallback,
+    SupportsDirectUpload,
     SupportsLocalPath,
     SupportsPresign,
 )
@@ -27,10 +29,12 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
     "BlobStore",
+    "DirectPart",
     "LocalBlobStore",
     "MemoryBlobStore",
     "ProgressCallback",
     "S3BlobStore",
+    "SupportsDirectUpload",
     "SupportsLocalPath",
     "SupportsPresign",
     "open_blob_store",

@@ -16,13 +16,19 @@ Optional capabilities are separate protocols, checked with ``isinstance``: :clas
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from blobstore.digests import DEFAULT_BLOCK_SIZE as DEFAULT_BLOCK_SIZE
 from blobstore.models import BlobInfo, ChunkReceipt, StagingEntry, StoredObject
+
+DIRECT_MIN_PART_SIZE = 5 * 1024 * 1024
+DIRECT_MAX_PARTS = 10_000
+"""S3's limits on the parts of a multipart upload, which a direct upload is: at least 5 MiB each but the last,
+at most 10,000."""
 
 ProgressCallback = Callable[[int], Awaitable[None]]
 """Called with the number of bytes processed so far during long operations (commit hashing)."""
@@ -147,4 +153,70 @@ class SupportsLocalPath(Protocol):
 class SupportsPresign(Protocol):
     """A backend that can hand out a time-limited URL for a direct ranged download."""
 
-    async def presigned_url(self, blob: BlobInfo, *, expires_in: int, filename: str | None = None) -> str: ...
+    async def presigned_url(
+        self,
+        blob: BlobInfo,
+        *,
+        expires_in: int,
+        filename: str | None = None,
+        content_type: str | None = None,
+    ) -> str:
+        """A GET URL of ``blob``'s generation, valid for ``expires_in`` seconds, whose answer names
+        ``filename`` as an attachment and has ``content_type``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class DirectPart:
+    """One part of a direct upload: its 1-based number, its exact length and where to ``PUT`` it."""
+
+    number: int
+    size: int
+    url: str
+
+
+@runtime_checkable
+class SupportsDirectUpload(Protocol):
+    """A backend whose clients may write an upload's parts themselves, through presigned URLs.
+
+    The staging area of such an upload holds the backend's multipart upload at a generation key of the
+    declared digest; ``stage_abort`` frees it like any staging. Nothing is published until ``direct_commit``
+    has read the whole object back and verified its size and SHA-256.
+    """
+
+    async def direct_begin(self, upload_id: str, *, sha256: str) -> str:
+        """Start the multipart upload for a declared ``sha256``; return the ``staging_ref`` to persist."""
+        ...
+
+    async def direct_parts(
+        self, staging_ref: str, numbers: Sequence[int], *, part_size: int, size: int, expires_in: int
+    ) -> list[DirectPart]:
+        """Presigned ``PUT`` URLs for the parts ``numbers`` of an upload of ``size`` bytes."""
+        ...
+
+    async def direct_commit(
+        self,
+        staging_ref: str,
+        *,
+        part_size: int,
+        expected_size: int,
+        expected_sha256: str,
+        progress: ProgressCallback | None = None,
+        part_etags: Mapping[int, str] | None = None,
+    ) -> BlobInfo:
+        """Check the parts, complete the multipart upload and verify the object by reading it back.
+
+        The parts are listed from the backend; ``part_etags`` (the client's, by part number) stand in where
+        the backend cannot list them.
+
+        A missing part is ``UploadIncomplete`` (part numbers), a part of the wrong length
+        ``ChunkSizeInvalid``; both leave the parts in place. A size or digest mismatch deletes the object and
+        starts a fresh multipart upload, so the upload may be sent again or aborted; nothing is visible either
+        way.
+        """
+        ...
+
+    async def direct_restart(self, staging_ref: str, *, sha256: str) -> None:
+        """A fresh, empty multipart upload for ``staging_ref``, after a commit that completed the previous one
+        failed later (its object deleted)."""
+        ...

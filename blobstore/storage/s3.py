@@ -29,7 +29,7 @@ import json
 import logging
 import secrets
 import tempfile
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, TypeVar
@@ -58,7 +58,7 @@ from blobstore.errors import (
     from_os_error,
 )
 from blobstore.models import BlobInfo, ChunkReceipt, StagingEntry, StoredObject
-from blobstore.storage.base import DEFAULT_BLOCK_SIZE
+from blobstore.storage.base import DEFAULT_BLOCK_SIZE, DirectPart, ProgressCallback
 from blobstore.storage.integrity import block_length, read_verified
 from blobstore.storage.keys import (
     BLOB_DIR,
@@ -73,6 +73,8 @@ from blobstore.storage.writes import BlobSink, ChunkSink, CommitSink, StagedWrit
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
+
+    from blobstore.storage.s3_direct import DirectUploads
 
 T = TypeVar("T")
 
@@ -416,16 +418,64 @@ class S3BlobStore(StagedWrites):
     async def close(self) -> None:
         self._client.close()
 
-    async def presigned_url(self, blob: BlobInfo, *, expires_in: int, filename: str | None = None) -> str:
+    async def presigned_url(
+        self,
+        blob: BlobInfo,
+        *,
+        expires_in: int,
+        filename: str | None = None,
+        content_type: str | None = None,
+    ) -> str:
         if not 0 < expires_in <= MAX_PRESIGN_SECONDS:
             raise InvalidRequest("presigned URL lifetime must be between 1 second and 7 days")
         params = {"Bucket": self.bucket, "Key": self._object_key(validate_key(blob.key))}
         if filename is not None:
             params["ResponseContentDisposition"] = content_disposition(filename)
+        if content_type is not None:
+            params["ResponseContentType"] = content_type
         url: str = await self._run(
             self._client.generate_presigned_url, "get_object", Params=params, ExpiresIn=expires_in
         )
         return url
+
+    # -- direct uploads (blobstore.storage.s3_direct) --------------------------------------------------------
+
+    def _direct(self) -> DirectUploads:
+        from blobstore.storage.s3_direct import DirectUploads  # it builds on this module
+
+        return DirectUploads(self)
+
+    async def direct_begin(self, upload_id: str, *, sha256: str) -> str:
+        return await self._direct().begin(upload_id, sha256=sha256)
+
+    async def direct_parts(
+        self, staging_ref: str, numbers: Sequence[int], *, part_size: int, size: int, expires_in: int
+    ) -> list[DirectPart]:
+        return await self._direct().parts(
+            staging_ref, numbers, part_size=part_size, size=size, expires_in=expires_in
+        )
+
+    async def direct_commit(
+        self,
+        staging_ref: str,
+        *,
+        part_size: int,
+        expected_size: int,
+        expected_sha256: str,
+        progress: ProgressCallback | None = None,
+        part_etags: Mapping[int, str] | None = None,
+    ) -> BlobInfo:
+        return await self._direct().commit(
+            staging_ref,
+            part_size=part_size,
+            expected_size=expected_size,
+            expected_sha256=expected_sha256,
+            progress=progress,
+            part_etags=part_etags,
+        )
+
+    async def direct_restart(self, staging_ref: str, *, sha256: str) -> None:
+        await self._direct().restart(staging_ref, sha256=sha256)
 
     # -- cleanup --------------------------------------------------------------------------------------------
 
@@ -837,6 +887,8 @@ def _new_client(endpoint_url: str | None, region: str | None, io_threads: int) -
             s3={"addressing_style": "path" if endpoint_url else "auto"},
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
+            # Presigned URLs too: botocore would sign them with the deprecated SigV2 otherwise.
+            signature_version="s3v4",
         ),
     )
     return client

@@ -13,6 +13,7 @@ from blobstore.api.deps import BaseUrlDep, CallerDep, ServiceDep, SettingsDep
 from blobstore.api.downloads import build_download, representation
 from blobstore.api.headers import CONTENT_DIGEST, parse_content_digest
 from blobstore.api.multipart import StreamingForm, boundary_of
+from blobstore.api.redirects import presigned_redirect
 from blobstore.api.schemas import ArtifactOut, ArtifactPage, UpdateArtifactRequest, artifact_out
 from blobstore.digests import normalize_sha256
 from blobstore.errors import InvalidRequest
@@ -189,6 +190,10 @@ _DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"description": "The whole artifact", "content": {"application/octet-stream": {}}},
     206: {"description": "Partial content (one range, a window, or multipart/byteranges)"},
     304: {"description": "Not modified (If-None-Match / If-Modified-Since)"},
+    307: {
+        "description": "With BLOBSTORE_S3_PRESIGN_DOWNLOADS: Location is a presigned S3 URL of the content",
+        "headers": {"Location": {"schema": {"type": "string"}}},
+    },
     416: {"description": "Range not satisfiable, or too many ranges"},
 }
 
@@ -227,16 +232,21 @@ async def download_content(
         max_ranges=settings.max_ranges,
         max_window=settings.mcp_window_max,
     )
-    response = await build_download(service, artifact, blob, plan, head=request.method == "HEAD")
+    redirect = await presigned_redirect(
+        service, artifact, blob, plan, method=request.method, headers=request.headers
+    )
+    response = redirect or await build_download(service, artifact, blob, plan, head=request.method == "HEAD")
     if request.method == "GET" and response.status_code != 304:
+        granted = plan.ranges[0].length if plan.ranges else artifact.size
         service.audit.record(
             actor=caller.actor,
             namespace=caller.namespace,
             action="read",
             result="ok",
             artifact_id=artifact.id,
-            size=int(response.headers.get("content-length", "0")),
+            size=granted if redirect else int(response.headers.get("content-length", "0")),
             mime_type=artifact.mime_type,
             duration_ms=int((time.monotonic() - started) * 1000),
+            extra={"redirect": "s3"} if redirect else None,
         )
     return response

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Request, Response
 from fastapi import Path as PathParam
 
+from blobstore import direct_uploads
 from blobstore.api.body import declared_length, json_body_openapi, raw_body_openapi, read_json
 from blobstore.api.deps import BaseUrlDep, CallerDep, ServiceDep, SettingsDep
 from blobstore.api.headers import CHUNK_XXH3, CONTENT_DIGEST, parse_content_digest, parse_xxh3_header
@@ -15,9 +16,12 @@ from blobstore.api.schemas import (
     ChunkOut,
     CompleteUploadRequest,
     CreateUploadRequest,
+    DirectPartsOut,
+    DirectPartsRequest,
     UploadOut,
     UploadStatusOut,
     artifact_out,
+    direct_parts_out,
     upload_out,
     upload_status_out,
 )
@@ -49,9 +53,29 @@ async def create_upload(
         chunk_size=body.chunk_size,
         ttl_seconds=body.ttl_seconds,
         metadata=body.metadata,
+        direct=body.direct,
     )
     response.headers["location"] = f"/v1/uploads/{session.id}"
-    return upload_out(session, settings)
+    out = upload_out(session, settings)
+    if out.direct:
+        offer = await direct_uploads.offer(settings, service.blobs, session, service.clock())
+        out.direct_parts = direct_parts_out(offer)
+    return out
+
+
+@router.post(
+    "/{upload_id}/parts",
+    response_model=DirectPartsOut,
+    openapi_extra=json_body_openapi(DirectPartsRequest, required=False),
+    summary="Fresh presigned part URLs of a direct upload",
+)
+async def direct_parts(
+    request: Request, upload_id: str, service: ServiceDep, settings: SettingsDep, caller: CallerDep
+) -> DirectPartsOut:
+    body = await read_json(request, DirectPartsRequest, settings.max_json_body, optional=True)
+    session = await service.uploads.open_session(caller, upload_id)
+    offer = await direct_uploads.offer(settings, service.blobs, session, service.clock(), body.part_numbers)
+    return direct_parts_out(offer)
 
 
 @router.put(
@@ -116,7 +140,8 @@ async def complete_upload(
     base: BaseUrlDep,
 ) -> ArtifactOut:
     body = await read_json(request, CompleteUploadRequest, settings.max_json_body, optional=True)
-    artifact = await service.uploads.complete(caller, upload_id, sha256=body.sha256)
+    etags = {part.part_number: part.etag for part in body.parts} if body.parts else None
+    artifact = await service.uploads.complete(caller, upload_id, sha256=body.sha256, part_etags=etags)
     response.headers["location"] = f"/v1/artifacts/{artifact.id}"
     return artifact_out(artifact, base)
 
