@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -313,7 +314,9 @@ async def test_multi_range_bodies_parse_back_to_the_right_bytes(
         return
     assert response.status_code == 206
     if "content-range" in response.headers:
-        parts = [(int(x) for x in response.headers["content-range"][6:].split("/")[0].split("-"))]
+        parts: list[Iterator[int]] = [
+            (int(x) for x in response.headers["content-range"][6:].split("/")[0].split("-"))
+        ]
         bodies = [response.content]
     else:
         got = parse_byteranges(response.content, boundary_from(response.headers["content-type"]))

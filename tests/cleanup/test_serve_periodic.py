@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.e2e.conftest import start_server, stop_server
+from tests.fixtures.server import start_server, stop_server
 
 DEADLINE_SECONDS = 60.0
 

@@ -25,7 +25,8 @@ from blobstore.config import Settings
 from blobstore.metadata.migrate import upgrade
 from blobstore.runtime import open_service
 from tests.cleanup.helpers import assert_consistent, blob_rows
-from tests.e2e.conftest import free_port, wait_ready
+from tests.fixtures.ports import free_port
+from tests.fixtures.server import wait_ready
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.s3]
 
@@ -73,8 +74,8 @@ def replicas(pg_url: str, s3_storage_url: str, s3_endpoint_url: str, tmp_path: P
             )
             setup.processes.append(process)
             setup.bases.append(f"http://127.0.0.1:{port}")
-        for process, base, log in zip(setup.processes, setup.bases, setup.logs, strict=True):
-            wait_ready(process, base, Path(log.name))
+        for process, base, log_file in zip(setup.processes, setup.bases, setup.logs, strict=True):
+            wait_ready(process, base, Path(log_file.name))
         yield setup
     finally:
         for process in setup.processes:
@@ -86,8 +87,8 @@ def replicas(pg_url: str, s3_storage_url: str, s3_endpoint_url: str, tmp_path: P
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        for log in setup.logs:
-            log.close()
+        for log_file in setup.logs:
+            log_file.close()
 
 
 def _log_tail(directory: Path, index: int, size: int | None = 4000) -> str:

@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from tests.deploy.nginx import command, main_config, render_site
-from tests.e2e.conftest import Server, free_port, start_server, stop_server
+from tests.fixtures.ports import free_port
+from tests.fixtures.server import Server, start_server, stop_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.s3]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from tests.e2e.conftest import Server
+from tests.fixtures.server import Server
 
 MiB = 1024 * 1024
 CHUNK = 8 * MiB

@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from tests.e2e.clirun import PtyProcess, run_cli
-from tests.e2e.conftest import Server, cli_env, start_server, stop_server
 from tests.e2e.files import MiB, write_distinct_blocks
+from tests.fixtures.server import Server, cli_env, start_server, stop_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

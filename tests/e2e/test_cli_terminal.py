@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import BLOBSTORE, Server, cli_env, start_server, stop_server
 from tests.e2e.files import write_distinct_blocks
+from tests.fixtures.server import BLOBSTORE, Server, cli_env, start_server, stop_server
 
 pytestmark = pytest.mark.e2e
 

@@ -27,7 +27,7 @@ from sqlalchemy.engine import make_url
 
 from blobstore.metadata.migrate import upgrade
 from tests.e2e.completion import begin_chunked, download_sha256, kill_server
-from tests.e2e.conftest import Server, start_server, stop_server
+from tests.fixtures.server import Server, start_server, stop_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 

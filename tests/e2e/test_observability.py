@@ -13,7 +13,7 @@ import pytest
 from mcp import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.conftest import start_server, stop_server
+from tests.fixtures.server import start_server, stop_server
 
 pytestmark = pytest.mark.e2e
 

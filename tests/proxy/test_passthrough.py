@@ -19,8 +19,10 @@ import pytest
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
+    BlobResourceContents,
     CreateMessageRequestParams,
     CreateMessageResult,
+    EmbeddedResource,
     ImageContent,
     ResourceLink,
     TextContent,
@@ -69,6 +71,7 @@ async def read_whole(client: Client, uri: str) -> bytes:
     while next_uri is not None:
         result = await client.read_resource(next_uri)
         contents = result.contents[0]
+        assert isinstance(contents, BlobResourceContents)
         out += base64.b64decode(contents.blob)
         next_uri = (contents.meta or {})["dev.blobstore/window"]["next"]
     return bytes(out)
@@ -149,6 +152,8 @@ async def test_the_read_tool_returns_the_offloaded_bytes(data_dir: Path, mode: s
         assert window.structured_content is not None
         assert window.structured_content["window"]["length"] == 1000
         embedded = window.content[1]
+        assert isinstance(embedded, EmbeddedResource)
+        assert isinstance(embedded.resource, BlobResourceContents)
         assert base64.b64decode(embedded.resource.blob) == text_of(2_000_000).encode()[:1000]
 
 

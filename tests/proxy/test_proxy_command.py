@@ -191,10 +191,10 @@ async def test_a_streamable_http_upstream_is_relayed(tmp_path: Path, everything_
             "X-Test: yes",
         ],
     )
-    progress: list[float] = []
+    reported: list[float] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append(value)
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append(progress)
 
     async with Client(params, mode="legacy") as client:
         names = [t.name for t in (await client.list_tools()).tools]
@@ -206,7 +206,7 @@ async def test_a_streamable_http_upstream_is_relayed(tmp_path: Path, everything_
             "trigger-long-running-operation", {"duration": 1, "steps": 2}, progress_callback=on_progress
         )
         assert not slow.is_error
-        assert progress == [1.0, 2.0]
+        assert reported == [1.0, 2.0]
 
 
 def children(pid: int) -> list[int]:

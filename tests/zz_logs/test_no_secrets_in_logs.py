@@ -20,8 +20,9 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.fixtures.server import start_server, stop_server
 from tests.security import leaks
-from tests.security.live import clean_env, create_token, run_cli, start
+from tests.security.live import clean_env, create_token, run_cli
 
 pytestmark = pytest.mark.e2e
 
@@ -133,12 +134,12 @@ async def test_no_secret_content_or_digest_reaches_any_log(
     b_token = create_token(env, "zz-b")["token"]
     revoked = create_token(env, "zz-a", "read")
     assert run_cli(["token", "revoke", revoked["id"]], env).returncode == 0
-    server = start(tmp_path, env)
+    server = start_server(tmp_path, "--server", "uvicorn", env=env)
     try:
         assert server.process.poll() is None, server.log_text()
         to_a = await drive(server.url, a_token, b_token, revoked["token"])
     finally:
-        server.stop()
+        stop_server(server)
 
     payloads = leaks.registered_payloads()
     b_digest = next(hashlib.sha256(p).hexdigest() for p in payloads if p.startswith(b"zz-tenant-b"))
@@ -149,7 +150,7 @@ async def test_no_secret_content_or_digest_reaches_any_log(
     if leaks.inprocess_log is not None:
         files.add(leaks.inprocess_log)
     readable = sorted(p for p in files if p.is_file())
-    assert server.stderr in readable
+    assert server.log in readable
     assert tmp_path / "audit.jsonl" in readable
     audit = (tmp_path / "audit.jsonl").read_text()
     assert '"action":"upload"' in audit
