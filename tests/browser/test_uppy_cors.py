@@ -26,9 +26,9 @@ from typing import Any, NoReturn
 import httpx
 import pytest
 
+from tests.fixtures.peers import peer_missing
 from tests.fixtures.ports import free_port
 from tests.fixtures.server import BLOBSTORE, Server, start_server, stop_server
-from tests.fixtures.peers import peer_missing
 
 JS_DIR = Path(__file__).parent / "js"
 NODE = shutil.which("node")

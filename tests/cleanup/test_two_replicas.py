@@ -156,6 +156,8 @@ async def test_two_replicas_with_cleanup_running_in_both_lose_nothing(
                         group.start_soon(one, index, http)
                 if wave < 3:
                     # Let the replicas' cleanup expire and sweep part of this wave before the next reuses it.
+                    # A pause, not a wait for a condition: the scenario is cleanup racing the next wave over
+                    # whatever it has swept by then, not a sweep that is known to be finished.
                     await anyio.sleep(GRACE + 1.5)
             for artifact_id, sha in tally.kept.items():
                 for base in replicas.bases:

@@ -225,6 +225,7 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequest
         marker = anyio.Path(str(args["marker"]))
         await marker.write_text("started")
         try:
+            # The behaviour under test: a tool call that never answers, until it is cancelled or killed.
             await anyio.sleep_forever()
         finally:
             with anyio.CancelScope(shield=True):

@@ -67,6 +67,7 @@ async def call_stalling(app: Any, scope: Scope, first: bytes) -> tuple[int, dict
         if not delivered:
             delivered = True
             return {"type": "http.request", "body": first, "more_body": True}
+        # The behaviour under test: a body that stalls after its first bytes.
         await anyio.sleep_forever()
         raise AssertionError("unreachable")
 
@@ -141,6 +142,7 @@ async def test_after_a_complete_body_receive_is_no_longer_timed() -> None:
     async def receive() -> Message:
         if messages:
             return messages.pop()
+        # The behaviour under test: a disconnect that comes long after the body timeout would have fired.
         await anyio.sleep(TIMEOUT * 3)
         return {"type": "http.disconnect"}
 
