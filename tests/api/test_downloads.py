@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from blobstore.api import create_app
 from blobstore.runtime import open_service
 from tests.api.byteranges import boundary_from, parse_byteranges
-from tests.api.conftest import Uploader, make_settings
+from tests.api.conftest import Uploader
+from tests.fixtures.settings import make_settings
 
 SIZE = 10_000
 DATA = os.urandom(SIZE)

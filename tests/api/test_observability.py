@@ -20,7 +20,7 @@ from blobstore.config import Settings
 from blobstore.models import Scope
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
-from tests.api.conftest import make_settings
+from tests.fixtures.settings import make_settings
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 

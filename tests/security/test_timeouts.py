@@ -23,7 +23,8 @@ from blobstore.models import Caller
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from mcp_resources.http import McpHttpExtension
-from tests.security.conftest import make_settings, running
+from tests.fixtures.settings import make_settings
+from tests.security.conftest import running
 
 TIMEOUT = 0.2
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
@@ -23,6 +22,7 @@ from blobstore.errors import (
 )
 from blobstore.storage import SupportsPresign, open_blob_store
 from blobstore.storage.s3 import MIN_PART_SIZE, S3BlobStore, content_disposition
+from tests.fixtures.ports import free_port
 from tests.fixtures.s3 import S3Location
 from tests.storage.conftest import chunks_of, keys_of, read_all
 
@@ -307,13 +307,6 @@ async def test_presigned_url_serves_ranges_and_names_the_file(s3_store: S3BlobSt
     assert response.content == data[10:20]
     assert response.headers["content-disposition"] == content_disposition("report ä.pdf")
     assert "filename*=UTF-8''report%20%C3%A4.pdf" in content_disposition("report ä.pdf")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 async def test_unreachable_endpoint_is_storage_unavailable() -> None:
