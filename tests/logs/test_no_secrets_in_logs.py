@@ -1,10 +1,10 @@
 """No token secret, no uploaded content (raw, base64 or hex) and no content digest in any log of the run.
 
-Runs last (file order). It first drives a live ``blobstore serve`` through every path that handles secrets or
-content -- uploads of each kind, MCP base64 chunks and reads, refused and revoked tokens, failed checksums --
-then greps that server's stderr and audit log, the in-process log of the whole run, every log file the other
-tests registered or left under the run's temporary directory. Responses given to tenant A are checked too:
-they never carry tenant B's content digest.
+Runs after every other test of the run (``conftest.py`` moves it there). It first drives a live ``blobstore
+serve`` through every path that handles secrets or content -- uploads of each kind, MCP base64 chunks and
+reads, refused and revoked tokens, failed checksums -- then greps that server's output and audit log, the
+in-process log of the whole run, every log file the other tests registered or left under the run's temporary
+directory. Responses given to tenant A are checked too: they never carry tenant B's content digest.
 """
 
 from __future__ import annotations
@@ -127,8 +127,9 @@ async def drive(url: str, a_token: str, b_token: str, revoked: str) -> list[str]
 
 
 async def test_no_secret_content_or_digest_reaches_any_log(
-    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> None:
+    assert request.session.items[-1] is request.node, "the log check must run after every other test"
     env = clean_env(tmp_path, BLOBSTORE_MIN_CHUNK_SIZE="1024", BLOBSTORE_LOG_LEVEL="info")
     a_token = create_token(env, "zz-a")["token"]
     b_token = create_token(env, "zz-b")["token"]
