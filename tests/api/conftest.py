@@ -13,27 +13,7 @@ from blobstore.api import create_app
 from blobstore.config import Settings
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
-
-SMALL_LIMITS: dict[str, Any] = {
-    "min_chunk_size": 16,
-    "default_chunk_size": 1024,
-    "max_chunk_size": 64 * 1024,
-    "storage_chunk_size": 4096,
-    "max_ranges": 8,
-    "max_json_body": 4096,
-    "mcp_window_max": 2048,
-}
-
-
-def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "data_dir": tmp_path / "data",
-        "storage_url": "memory://",
-        "database_url": f"sqlite+aiosqlite:///{tmp_path / 'metadata.sqlite3'}",
-        **SMALL_LIMITS,
-        **overrides,
-    }
-    return Settings(**values)
+from tests.fixtures.settings import make_settings
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from blobstore.models import Scope
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from mcp_resources.http import McpHttpExtension, transport_security
-from tests.api.conftest import make_settings
+from tests.fixtures.settings import make_settings
 
 PAGE = "http://127.0.0.1:5173"
 OTHER_PAGE = "https://app.example.com"

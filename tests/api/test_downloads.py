@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,8 @@ from hypothesis import strategies as st
 from blobstore.api import create_app
 from blobstore.runtime import open_service
 from tests.api.byteranges import boundary_from, parse_byteranges
-from tests.api.conftest import Uploader, make_settings
+from tests.api.conftest import Uploader
+from tests.fixtures.settings import make_settings
 
 SIZE = 10_000
 DATA = os.urandom(SIZE)
@@ -313,7 +315,9 @@ async def test_multi_range_bodies_parse_back_to_the_right_bytes(
         return
     assert response.status_code == 206
     if "content-range" in response.headers:
-        parts = [(int(x) for x in response.headers["content-range"][6:].split("/")[0].split("-"))]
+        parts: list[Iterator[int]] = [
+            (int(x) for x in response.headers["content-range"][6:].split("/")[0].split("-"))
+        ]
         bodies = [response.content]
     else:
         got = parse_byteranges(response.content, boundary_from(response.headers["content-type"]))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -20,7 +19,8 @@ from blobstore.config import Settings
 from blobstore.models import Scope
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
-from tests.api.conftest import make_settings
+from tests.fixtures.ports import free_port
+from tests.fixtures.settings import make_settings
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -226,10 +226,7 @@ async def test_metrics_count_storage_errors_by_operation(
     # An S3 endpoint that refuses every connection: the write fails with storage_unavailable.
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))
-    port = closed.getsockname()[1]
-    closed.close()
+    port = free_port()
     settings = make_settings(
         tmp_path,
         metrics=True,

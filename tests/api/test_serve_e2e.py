@@ -13,7 +13,7 @@ import pytest
 
 from blobstore.cli.serve import SERVERS
 from tests.api.byteranges import boundary_from, parse_byteranges
-from tests.e2e.conftest import start_server, stop_server
+from tests.fixtures.server import start_server, stop_server
 
 pytestmark = pytest.mark.e2e
 

@@ -21,13 +21,14 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 import pytest
 
-from tests.e2e.conftest import BLOBSTORE, Server, free_port, start_server, stop_server
 from tests.fixtures.peers import peer_missing
+from tests.fixtures.ports import free_port
+from tests.fixtures.server import BLOBSTORE, Server, start_server, stop_server
 
 JS_DIR = Path(__file__).parent / "js"
 NODE = shutil.which("node")
@@ -42,7 +43,7 @@ PATCHES_BEFORE_RELOAD = 3
 DRIVER_DEADLINE_SECONDS = 180.0  # a watchdog against a hung browser, not a measurement
 
 
-def needs(what: str) -> None:
+def needs(what: str) -> NoReturn:
     peer_missing(f"{what} is needed for the browser test")
 
 

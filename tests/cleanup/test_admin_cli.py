@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -231,8 +231,6 @@ async def test_periodic_cleanup_expires_artifacts_in_the_background(local_settin
         assert await service.repo.get_artifact(caller.namespace, artifact.id, now=service.clock()) is None
 
 
-def _shifted(service: ArtifactService, seconds: float):  # type: ignore[no-untyped-def]
-    from datetime import timedelta
-
+def _shifted(service: ArtifactService, seconds: float) -> Callable[[], datetime]:
     original = service.clock
     return lambda: original() + timedelta(seconds=seconds)

@@ -46,7 +46,7 @@ async def test_expired_artifact_is_not_found_over_mcp_before_cleanup(
 ) -> None:
     artifact = await upload(service, caller, b"mcp bytes" * 50, mime_type="text/plain", ttl_seconds=30)
     server = create_server(service, caller_for=fixed_caller(caller))
-    async with Client(server, mode=mode) as client:  # type: ignore[arg-type]
+    async with Client(server, mode=mode) as client:
         listed = await client.list_resources()
         assert artifact.uri in {str(resource.uri) for resource in listed.resources}
         assert (await client.read_resource(artifact.uri, cache_mode="bypass")).contents

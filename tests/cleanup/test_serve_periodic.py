@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import httpx
 
-from tests.e2e.conftest import start_server, stop_server
+from tests.fixtures.server import start_server, stop_server
+from tests.fixtures.waiting import wait_until
 
 DEADLINE_SECONDS = 60.0
 
@@ -29,10 +29,7 @@ def test_serve_with_cleanup_interval_frees_expired_artifacts_without_an_admin_co
         )
         assert keep.status_code == gone.status_code == 201
         assert len(blob_files(data_dir)) == 2
-        deadline = time.monotonic() + DEADLINE_SECONDS
-        while len(blob_files(data_dir)) != 1:
-            assert time.monotonic() < deadline, server.log.read_text()
-            time.sleep(0.2)
+        wait_until(lambda: len(blob_files(data_dir)) == 1, within=DEADLINE_SECONDS, what=server.log_text)
         assert httpx.get(f"{url}/v1/artifacts/{gone.json()['id']}").status_code == 404
         kept = httpx.get(f"{url}/v1/artifacts/{keep.json()['id']}/content")
         assert kept.status_code == 200

@@ -25,7 +25,8 @@ from blobstore.config import Settings
 from blobstore.metadata.migrate import upgrade
 from blobstore.runtime import open_service
 from tests.cleanup.helpers import assert_consistent, blob_rows
-from tests.e2e.conftest import free_port, wait_ready
+from tests.fixtures.ports import free_port
+from tests.fixtures.server import wait_ready
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.s3]
 
@@ -73,8 +74,8 @@ def replicas(pg_url: str, s3_storage_url: str, s3_endpoint_url: str, tmp_path: P
             )
             setup.processes.append(process)
             setup.bases.append(f"http://127.0.0.1:{port}")
-        for process, base, log in zip(setup.processes, setup.bases, setup.logs, strict=True):
-            wait_ready(process, base, Path(log.name))
+        for process, base, log_file in zip(setup.processes, setup.bases, setup.logs, strict=True):
+            wait_ready(process, base, Path(log_file.name))
         yield setup
     finally:
         for process in setup.processes:
@@ -86,8 +87,8 @@ def replicas(pg_url: str, s3_storage_url: str, s3_endpoint_url: str, tmp_path: P
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        for log in setup.logs:
-            log.close()
+        for log_file in setup.logs:
+            log_file.close()
 
 
 def _log_tail(directory: Path, index: int, size: int | None = 4000) -> str:
@@ -155,6 +156,8 @@ async def test_two_replicas_with_cleanup_running_in_both_lose_nothing(
                         group.start_soon(one, index, http)
                 if wave < 3:
                     # Let the replicas' cleanup expire and sweep part of this wave before the next reuses it.
+                    # A pause, not a wait for a condition: the scenario is cleanup racing the next wave over
+                    # whatever it has swept by then, not a sweep that is known to be finished.
                     await anyio.sleep(GRACE + 1.5)
             for artifact_id, sha in tally.kept.items():
                 for base in replicas.bases:

@@ -17,26 +17,12 @@ from fastapi import FastAPI
 from blobstore.api import create_app
 from blobstore.api.deps import app_state
 from blobstore.client import AsyncBlobstoreClient, RetryPolicy, UploadStateStore
-from blobstore.config import Settings
 from blobstore.service import ArtifactService
 from tests.client.faults import FaultyTransport
+from tests.fixtures.settings import SMALL_LIMITS, make_settings
 
-CHUNK = 1024
+CHUNK = SMALL_LIMITS["default_chunk_size"]
 FAST_RETRY = RetryPolicy(attempts=3, base_delay=0.0, max_delay=0.0)
-
-
-def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "data_dir": tmp_path / "data",
-        "storage_url": "memory://",
-        "database_url": f"sqlite+aiosqlite:///{tmp_path / 'metadata.sqlite3'}",
-        "min_chunk_size": 16,
-        "default_chunk_size": CHUNK,
-        "max_chunk_size": 64 * 1024,
-        "storage_chunk_size": 4096,
-        **overrides,
-    }
-    return Settings(**values)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,21 +13,14 @@ import httpx
 import pytest
 
 from tests.deploy.nginx import command, main_config, render_site
-from tests.e2e.conftest import Server, free_port, start_server, stop_server
+from tests.fixtures.ports import free_port
+from tests.fixtures.server import Server, start_server, stop_server
+from tests.fixtures.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.s3]
 
 DEADLINE_SECONDS = 120.0
 CHUNK = 1024 * 1024
-
-
-def wait_for(condition: object, what: str) -> None:
-    assert callable(condition)
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def served_by(server: Server, request_id: str) -> bool:
@@ -78,7 +70,7 @@ def nginx(tmp_path: Path, replicas: tuple[Server, Server]) -> Iterator[str]:
             return False
 
     try:
-        wait_for(answering, "nginx")
+        wait_until(answering, within=DEADLINE_SECONDS, what="nginx")
         yield url
     finally:
         process.terminate()
@@ -120,8 +112,10 @@ def test_one_replica_stores_the_other_serves_and_nginx_spreads_requests_over_bot
         assert stored.status_code == 201, stored.text
         assert stored.headers["x-request-id"] == "lb-upload"
         lb_id = stored.json()["id"]
-        wait_for(
-            lambda: served_by(first, "lb-upload") or served_by(second, "lb-upload"), "the upload's log line"
+        wait_until(
+            lambda: served_by(first, "lb-upload") or served_by(second, "lb-upload"),
+            within=DEADLINE_SECONDS,
+            what="the upload's log line",
         )
         uploader, other = (first, second) if served_by(first, "lb-upload") else (second, first)
         assert http.get(f"{other.url}/v1/artifacts/{lb_id}/content").content == data
@@ -137,12 +131,13 @@ def test_one_replica_stores_the_other_serves_and_nginx_spreads_requests_over_bot
                 served_by(other, rid) for rid in request_ids
             ):
                 break
-        wait_for(
+        wait_until(
             lambda: (
                 any(served_by(first, rid) for rid in request_ids)
                 and any(served_by(second, rid) for rid in request_ids)
             ),
-            "downloads through nginx on both replicas",
+            within=DEADLINE_SECONDS,
+            what="downloads through nginx on both replicas",
         )
 
         # Each replica counts what it served itself.

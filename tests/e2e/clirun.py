@@ -8,7 +8,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from tests.e2e.conftest import BLOBSTORE
+from tests.fixtures.server import BLOBSTORE
 
 
 def run_cli(args: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:

@@ -7,14 +7,14 @@ import hashlib
 import os
 import signal
 import sqlite3
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.e2e.conftest import Server
+from tests.fixtures.server import Server
+from tests.fixtures.waiting import wait_until
 
 MiB = 1024 * 1024
 CHUNK = 8 * MiB
@@ -90,14 +90,16 @@ def wait_for_state(
     read: Callable[[], str | None], wanted: str, *, deadline: float = STATE_DEADLINE_SECONDS
 ) -> None:
     """Poll until ``read()`` says ``wanted``; fail once the upload is ``completed`` or time runs out."""
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
+
+    def reached() -> bool:
         current = read()
-        if current == wanted:
-            return
-        assert current != "completed", f"the upload completed before it was seen {wanted}"
-        time.sleep(0.002)
-    raise AssertionError(f"the upload never reached {wanted}")
+        assert current == wanted or current != "completed", (
+            f"the upload completed before it was seen {wanted}"
+        )
+        return current == wanted
+
+    # Polled often: the state is passing, and the test must see it before it is gone.
+    wait_until(reached, within=deadline, what=f"the upload to reach {wanted}", interval=0.002)
 
 
 def kill_server(server: Server) -> None:

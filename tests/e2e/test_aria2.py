@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from blobstore.client import BlobstoreClient
-from tests.e2e.conftest import Server
 from tests.e2e.files import sha256_file, write_distinct_blocks
+from tests.fixtures.server import Server
 
 pytestmark = pytest.mark.e2e
 

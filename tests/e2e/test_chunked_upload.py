@@ -16,7 +16,7 @@ import pytest
 from blobstore.client import AsyncBlobstoreClient
 from blobstore.client.api import content_digest
 from blobstore.errors import ChunkConflict, UploadIncomplete
-from tests.e2e.conftest import Server
+from tests.fixtures.server import Server
 
 pytestmark = pytest.mark.e2e
 

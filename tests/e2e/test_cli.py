@@ -17,7 +17,7 @@ from click.testing import CliRunner, Result
 
 from blobstore.cli import main
 from tests.e2e.clirun import PtyProcess
-from tests.e2e.conftest import Server, cli_env
+from tests.fixtures.server import Server, cli_env
 
 pytestmark = pytest.mark.e2e
 

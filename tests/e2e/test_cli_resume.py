@@ -7,7 +7,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,8 +15,9 @@ import httpx
 import pytest
 
 from tests.e2e.clirun import PtyProcess, run_cli
-from tests.e2e.conftest import Server, cli_env, start_server, stop_server
 from tests.e2e.files import MiB, write_distinct_blocks
+from tests.fixtures.server import Server, cli_env, start_server, stop_server
+from tests.fixtures.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -43,15 +43,13 @@ def own_server(tmp_path: Path) -> Iterator[Server]:
 
 
 def wait_for(probe: Callable[[], T | None], process: subprocess.Popen[bytes], what: str) -> T:
-    deadline = time.monotonic() + WAIT_DEADLINE_SECONDS
-    while time.monotonic() < deadline:
+    def seen() -> T | None:
         value = probe()
-        if value is not None:
-            return value
-        if process.poll() is not None:
+        if value is None and process.poll() is not None:
             pytest.fail(f"the upload ended (exit {process.returncode}) before {what}")
-        time.sleep(0.05)
-    pytest.fail(f"gave up waiting for {what}")
+        return value
+
+    return wait_until(seen, within=WAIT_DEADLINE_SECONDS, what=what)
 
 
 def upload_status(server: Server, upload_id: str) -> dict[str, Any]:

@@ -8,15 +8,15 @@ import re
 import shutil
 import signal
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import BLOBSTORE, Server, cli_env, start_server, stop_server
 from tests.e2e.files import write_distinct_blocks
+from tests.fixtures.server import BLOBSTORE, Server, cli_env, start_server, stop_server
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -80,13 +80,14 @@ class Tmux:
         return int(text) if text.endswith("\n") else None
 
     def wait_exit(self, name: str) -> int:
-        deadline = time.monotonic() + WAIT_DEADLINE_SECONDS
-        while time.monotonic() < deadline:
-            status = self.dead_status(name)
-            if status is not None:
-                return status
-            time.sleep(0.05)
-        pytest.fail(f"the command in {name} did not end:\n{self.screen(name)}")
+        wait_until(
+            lambda: self.dead_status(name) is not None,
+            within=WAIT_DEADLINE_SECONDS,
+            what=lambda: f"the command in {name} to end:\n{self.screen(name)}",
+        )
+        status = self.dead_status(name)  # written once, when the command ended
+        assert status is not None
+        return status
 
     def screen(self, name: str) -> list[str]:
         """The pane's lines as shown (with scrollback), trailing blanks dropped."""
@@ -138,15 +139,14 @@ def resume(server: Server) -> None:
 
 
 def wait_for_file(pattern: str, root: Path, terminal: Tmux, name: str) -> Path:
-    deadline = time.monotonic() + WAIT_DEADLINE_SECONDS
-    while time.monotonic() < deadline:
+    def appeared() -> Path | None:
         found = next(iter(root.glob(pattern)), None)
-        if found is not None:
-            return found
-        if terminal.dead_status(name) is not None:
+        if found is None and terminal.dead_status(name) is not None:
             pytest.fail(f"the command ended before {pattern} appeared:\n" + "\n".join(terminal.screen(name)))
-        time.sleep(0.01)
-    pytest.fail(f"{pattern} did not appear")
+        return found
+
+    # Polled often: the command runs on, and the test acts on the file while the transfer is under way.
+    return wait_until(appeared, within=WAIT_DEADLINE_SECONDS, what=f"{pattern} to appear", interval=0.01)
 
 
 def assert_clean_transfer(lines: list[str], names: list[str]) -> None:

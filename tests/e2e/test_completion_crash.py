@@ -21,8 +21,8 @@ from tests.e2e.completion import (
     tus_patch,
     wait_for_state,
 )
-from tests.e2e.conftest import Server, start_server, stop_server
 from tests.e2e.files import write_distinct_blocks
+from tests.fixtures.server import Server, start_server, stop_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

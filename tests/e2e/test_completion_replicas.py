@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import os
 import threading
-import time
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -27,7 +26,8 @@ from sqlalchemy.engine import make_url
 
 from blobstore.metadata.migrate import upgrade
 from tests.e2e.completion import begin_chunked, download_sha256, kill_server
-from tests.e2e.conftest import Server, start_server, stop_server
+from tests.fixtures.server import Server, start_server, stop_server
+from tests.fixtures.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
@@ -112,15 +112,6 @@ def _complete(base: str, upload_id: str) -> httpx.Response:
     return httpx.post(f"{base}/v1/uploads/{upload_id}/complete", json={}, timeout=TIMEOUT)
 
 
-def _wait_for(condition: Any, what: str) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_a_live_completer_keeps_its_lease_and_the_other_replica_waits_for_its_artifact(
     replicas: tuple[Server, Server, Database], content: tuple[Path, str]
 ) -> None:
@@ -132,18 +123,25 @@ def test_a_live_completer_keeps_its_lease_and_the_other_replica_waits_for_its_ar
     try:
         with ThreadPoolExecutor(max_workers=2) as pool:
             on_a = pool.submit(_complete, a.url, upload_id)
-            _wait_for(lambda: database.lease(upload_id)[0] == "completing", "the completion on replica a")
+            wait_until(
+                lambda: database.lease(upload_id)[0] == "completing",
+                within=TIMEOUT,
+                what="the completion on replica a",
+            )
             _state, owner, first_lease = database.lease(upload_id)
             on_b = pool.submit(_complete, b.url, upload_id)
             seen = {first_lease}
-            # The completion outlasts several leases; its owner renews them, and nobody takes over.
-            while len(seen) <= RENEWALS:
+
+            def renewed_enough() -> bool:
+                # The completion outlasts several leases; its owner renews them, and nobody takes over.
                 current = database.lease(upload_id)
                 assert current[:2] == ("completing", owner), "the live completion was taken over"
                 seen.add(current[2])
                 assert not on_a.done()
                 assert not on_b.done()
-                time.sleep(0.05)
+                return len(seen) > RENEWALS
+
+            wait_until(renewed_enough, within=TIMEOUT, what=f"{RENEWALS} lease renewals")
             database.execute("ROLLBACK")
             locked = False
             done_a, done_b = on_a.result(TIMEOUT), on_b.result(TIMEOUT)
@@ -167,7 +165,11 @@ def test_a_killed_completer_is_taken_over_by_the_other_replica_once_its_lease_ra
     try:
         with ThreadPoolExecutor(max_workers=1) as pool:
             on_a = pool.submit(_complete, a.url, upload_id)
-            _wait_for(lambda: database.lease(upload_id)[0] == "completing", "the completion on replica a")
+            wait_until(
+                lambda: database.lease(upload_id)[0] == "completing",
+                within=TIMEOUT,
+                what="the completion on replica a",
+            )
             kill_server(a)
             with contextlib.suppress(httpx.TransportError):
                 on_a.result(TIMEOUT)

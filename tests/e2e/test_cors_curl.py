@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import docs_examples as doc
-from tests.e2e.conftest import start_server, stop_server
+from tests.fixtures.server import start_server, stop_server
 
 pytestmark = pytest.mark.e2e
 

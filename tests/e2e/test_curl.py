@@ -13,8 +13,8 @@ import pytest
 from PIL import Image
 
 from tests.e2e import docs_examples as doc
-from tests.e2e.conftest import Server
 from tests.e2e.files import write_distinct_blocks
+from tests.fixtures.server import Server
 
 pytestmark = pytest.mark.e2e
 

@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from tests.e2e.clirun import run_cli
-from tests.e2e.conftest import Server, cli_env, start_server, stop_server
+from tests.fixtures.server import Server, cli_env, start_server, stop_server
 from tests.fixtures.smallfs import fill, small_tmpfs
 
 pytestmark = pytest.mark.e2e

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from blobstore.metadata.migrate import upgrade
-from tests.e2e.conftest import Server, start_server, stop_server
+from tests.fixtures.server import Server, start_server, stop_server
 
 pytestmark = [pytest.mark.e2e]
 

@@ -4,16 +4,15 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
-import anyio
 import httpx
 import pytest
 from mcp import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.conftest import start_server, stop_server
+from tests.fixtures.server import start_server, stop_server
+from tests.fixtures.waiting import wait_until_async
 
 pytestmark = pytest.mark.e2e
 
@@ -56,11 +55,11 @@ async def test_served_process_counts_mcp_requests_by_method_and_logs_one_json_li
         posted = (("method", "POST"), ("route", "/mcp"), ("status", "200"))
         assert samples[("blobstore_http_requests_total", posted)] >= 2
 
-        deadline = time.monotonic() + LOG_DEADLINE_SECONDS
-        while not any(line["request_id"] == "e2e-missing-1" for line in access_lines(server.log)):
-            assert time.monotonic() < deadline, server.log.read_text(errors="replace")
-            await anyio.sleep(0.2)
-        line = next(line for line in access_lines(server.log) if line["request_id"] == "e2e-missing-1")
+        line = await wait_until_async(
+            lambda: next((x for x in access_lines(server.log) if x["request_id"] == "e2e-missing-1"), None),
+            within=LOG_DEADLINE_SECONDS,
+            what=server.log_text,
+        )
         assert line["status"] == 404
         assert line["route"] == "/v1/artifacts/{artifact_id}"
     finally:

@@ -12,8 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import BLOBSTORE, free_port, start_server, stop_server
+from tests.fixtures.ports import free_port
 from tests.fixtures.s3 import S3Location
+from tests.fixtures.server import BLOBSTORE, start_server, stop_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.s3]
 

@@ -9,7 +9,7 @@ import pytest
 
 from blobstore.client import BlobstoreClient, UploadStateStore
 from blobstore.errors import NotFound
-from tests.e2e.conftest import Server
+from tests.fixtures.server import Server
 
 pytestmark = pytest.mark.e2e
 

@@ -4,12 +4,7 @@ transport (in memory in both protocol eras, streamable HTTP in both eras, and st
 from __future__ import annotations
 
 import contextlib
-import os
 import random
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -17,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 import sqlalchemy as sa
 from mcp import Client, StdioServerParameters
@@ -29,6 +23,7 @@ from blobstore.models import Artifact, Caller, NewArtifact
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from mcp_resources.server import create_server, fixed_caller
+from tests.fixtures.server import BLOBSTORE, start_server, stop_server
 
 NAMESPACE = "default"
 CALLER = Caller(namespace=NAMESPACE)
@@ -131,56 +126,16 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Dataset:
     return anyio.run(_populate, settings)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="session")
-def http_base(dataset: Dataset) -> Iterator[str]:
-    """The real composition root (``blobstore.asgi``) under uvicorn in a subprocess, over the dataset."""
-    port = free_port()
-    env = {**os.environ, "BLOBSTORE_DATA_DIR": str(dataset.settings.data_dir), "BLOBSTORE_PORT": str(port)}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "--factory",
-            "blobstore.asgi:app_from_env",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-            "--lifespan",
-            "on",
-        ],
-        env=env,
+def http_base(dataset: Dataset, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The real composition root (``blobstore serve``) under uvicorn in a subprocess, over the dataset."""
+    server = start_server(
+        tmp_path_factory.mktemp("mcp-http"), "--server", "uvicorn", data_dir=dataset.settings.data_dir
     )
-    base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the HTTP server did not start")
-            time.sleep(0.1)
-        yield base
+        yield server.url
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
-def blobstore_command() -> str:
-    return str(Path(sys.executable).with_name("blobstore"))
+        stop_server(server)
 
 
 @contextlib.asynccontextmanager
@@ -202,7 +157,7 @@ async def connect(
             yield client
     elif transport == "stdio":
         params = StdioServerParameters(
-            command=blobstore_command(),
+            command=BLOBSTORE,
             args=["mcp", "--data-dir", str(dataset.settings.data_dir), "--namespace", NAMESPACE],
         )
         async with Client(params, **options) as client:

@@ -17,6 +17,7 @@ from starlette.types import Message
 from blobstore.config import Settings
 from blobstore.errors import RequestTimeout, all_codes
 from blobstore.models import Caller
+from blobstore.runtime import compose
 from blobstore.service import ArtifactService
 from mcp_resources.embed import embed_store
 from mcp_resources.errors import unmapped_codes
@@ -283,7 +284,7 @@ async def test_a_stalled_body_at_the_http_mount_is_a_408_jsonrpc_request_timeout
     async def send(message: Message) -> None:
         sent.append(message)
 
-    async with extension.lifespan(service):
+    async with extension.lifespan(compose(service)):
         await extension.app(scope, stalled, send)
     start, body = sent[0], json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
     assert (start["status"], dict(start["headers"])[b"content-type"]) == (408, b"application/json")

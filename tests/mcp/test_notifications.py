@@ -50,7 +50,7 @@ from mcp_resources.embed import embed_store
 from mcp_resources.http import McpHttpExtension
 from mcp_resources.notifications import Feed
 from mcp_resources.server import create_server, fixed_caller
-from tests.mcp.conftest import blobstore_command
+from tests.fixtures.server import BLOBSTORE
 
 ALICE = Caller(namespace="alice")
 BOB = Caller(namespace="bob")
@@ -349,7 +349,7 @@ async def upload_through_tools(client: Client, name: str, data: bytes) -> None:
 async def test_stdio_session_hears_list_changed_for_its_own_upload(tmp_path: Path) -> None:
     inbox = Inbox()
     params = StdioServerParameters(
-        command=blobstore_command(), args=["mcp", "--data-dir", str(tmp_path), "--namespace", "alice"]
+        command=BLOBSTORE, args=["mcp", "--data-dir", str(tmp_path), "--namespace", "alice"]
     )
     try:
         async with Client(params, mode="legacy", message_handler=inbox.handle) as client:

@@ -177,7 +177,7 @@ async def insert_artifact_rows(repo: MetadataRepository, blob_id: int, created: 
     ]
     async with repo.engine.begin() as conn:
         await conn.execute(sa.insert(artifacts), rows)
-    return [row["id"] for row in rows]
+    return [str(row["id"]) for row in rows]
 
 
 async def test_keyset_pages_return_each_artifact_once_despite_inserts(repo: MetadataRepository) -> None:

@@ -22,7 +22,7 @@ from blobstore.errors import BlobstoreError, StorageFull, StorageUnavailable
 from blobstore.metadata.migrate import upgrade
 from blobstore.metadata.repository import MetadataRepository
 from blobstore.runtime import open_service
-from tests.api.conftest import make_settings
+from tests.fixtures.settings import make_settings
 from tests.metadata.helpers import upload_session
 
 pytestmark = pytest.mark.postgres

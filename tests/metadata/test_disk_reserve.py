@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,7 +69,7 @@ def test_an_audit_line_on_a_full_disk_gets_through_on_the_reserve(small_fs: Path
     reserve = SpaceReserve(small_fs / RESERVE_FILE_NAME, MiB, owner=True)
     assert reserve.ensure()
     fill(small_fs / "filler")
-    line = {"actor": "local", "namespace": "default", "action": "delete", "result": "ok"}
+    line: dict[str, Any] = {"actor": "local", "namespace": "default", "action": "delete", "result": "ok"}
     with pytest.raises(StorageFull):
         AuditLog(small_fs / "audit.jsonl").record(**line)
     AuditLog(small_fs / "audit.jsonl", on_full=reserve.release).record(**line)

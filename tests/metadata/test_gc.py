@@ -10,9 +10,11 @@ import sqlalchemy as sa
 
 from blobstore.metadata.repository import MetadataRepository
 from blobstore.metadata.tables import artifacts, blobs
+from tests.fixtures.waiting import wait_until_async
 from tests.metadata.helpers import T0, blob_info, new_artifact
 
 LATER = T0 + timedelta(days=3)
+LOCK_WAIT_SECONDS = 60.0
 
 
 async def orphan_blob(repo: MetadataRepository, content: bytes) -> int:
@@ -214,6 +216,12 @@ async def _wait_until_blocked(repo: MetadataRepository) -> None:
         "WHERE wait_event_type = 'Lock' AND datname = current_database()"
     )
     async with repo.engine.connect() as probe:
-        while not await probe.scalar(query):
-            await probe.rollback()
-            await asyncio.sleep(0.01)
+
+        async def blocked() -> bool:
+            waiting = bool(await probe.scalar(query))
+            await probe.rollback()  # a fresh snapshot of pg_stat_activity for the next look
+            return waiting
+
+        await wait_until_async(
+            blocked, within=LOCK_WAIT_SECONDS, what="a session to wait for a lock", interval=0.01
+        )

@@ -19,6 +19,8 @@ from typing import Any, Final
 import pytest
 from mcp.client.stdio import StdioServerParameters
 
+from tests.fixtures.server import BLOBSTORE
+
 HERE: Final = Path(__file__).parent
 JS: Final = HERE / "js"
 NODE_MODULES: Final = JS / "node_modules" / "@modelcontextprotocol"
@@ -30,7 +32,7 @@ NAMESPACE: Final = "default"
 
 
 def blobstore_command() -> str:
-    return str(Path(sys.executable).with_name("blobstore"))
+    return BLOBSTORE
 
 
 def node() -> str:

@@ -26,8 +26,8 @@ from mcp.types import ImageContent, ResourceLink
 
 from blobstore.config import Settings
 from mcp_resources.proxy.rules import load_rules
+from tests.fixtures.ports import free_port
 from tests.proxy.conftest import EVERYTHING_SERVER, JS, TIMEOUT
-from tests.proxy.test_proxy_command import free_port
 from tests.proxy.upstream_server import photo_png
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "proxy.md"

@@ -25,6 +25,7 @@ from mcp.types import (
     ImageContent,
     ListRootsResult,
     LoggingMessageNotificationParams,
+    PromptReference,
     ResourceLink,
     Root,
     TextContent,
@@ -144,7 +145,7 @@ async def test_everything_server_passthrough_equals_the_direct_calls(data_dir: P
             ],
             "complete": wire(
                 await client.complete(
-                    {"type": "ref/prompt", "name": "completable-prompt"}, {"name": "department", "value": "E"}
+                    PromptReference(name="completable-prompt"), {"name": "department", "value": "E"}
                 )
             ),
             "ping": ping,

@@ -6,12 +6,10 @@ read tool come after the upstream's; progress and sampling travel both ways; a d
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import io
 import json
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +17,10 @@ import pytest
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
+    BlobResourceContents,
     CreateMessageRequestParams,
     CreateMessageResult,
+    EmbeddedResource,
     ImageContent,
     ResourceLink,
     TextContent,
@@ -30,6 +30,7 @@ from PIL import Image
 from blobstore.config import Settings
 from blobstore.models import Caller
 from blobstore.runtime import open_service
+from tests.fixtures.waiting import wait_until_async
 from tests.proxy.conftest import (
     NAMESPACE,
     PYTHON_UPSTREAM,
@@ -69,6 +70,7 @@ async def read_whole(client: Client, uri: str) -> bytes:
     while next_uri is not None:
         result = await client.read_resource(next_uri)
         contents = result.contents[0]
+        assert isinstance(contents, BlobResourceContents)
         out += base64.b64decode(contents.blob)
         next_uri = (contents.meta or {})["dev.blobstore/window"]["next"]
     return bytes(out)
@@ -149,6 +151,8 @@ async def test_the_read_tool_returns_the_offloaded_bytes(data_dir: Path, mode: s
         assert window.structured_content is not None
         assert window.structured_content["window"]["length"] == 1000
         embedded = window.content[1]
+        assert isinstance(embedded, EmbeddedResource)
+        assert isinstance(embedded.resource, BlobResourceContents)
         assert base64.b64decode(embedded.resource.blob) == text_of(2_000_000).encode()[:1000]
 
 
@@ -206,9 +210,9 @@ async def test_a_cancellation_from_the_host_reaches_the_upstream(data_dir: Path,
                 "params": {"name": "block", "arguments": {"marker": str(marker)}},
             }
         )
-        await wait_for(lambda: marker.exists() and marker.read_text() == "started")
+        await wait_until_async(lambda: marker.exists() and marker.read_text() == "started", within=TIMEOUT)
         await peer.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 41}})
-        await wait_for(lambda: marker.read_text() == "cancelled")
+        await wait_until_async(lambda: marker.read_text() == "cancelled", within=TIMEOUT)
         # The proxy and the upstream still serve.
         assert json.loads(await peer.request(42, "ping", {}))["result"] == {}
 
@@ -251,10 +255,3 @@ async def test_store_resources_page_after_the_upstreams_with_composite_cursors(d
 
 async def one(data: bytes) -> AsyncIterator[bytes]:
     yield data
-
-
-async def wait_for(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)

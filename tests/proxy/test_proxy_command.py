@@ -6,9 +6,7 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +15,9 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
+from tests.fixtures.ports import free_port
+from tests.fixtures.server import start_server, stop_server
+from tests.fixtures.waiting import wait_until, wait_until_async
 from tests.proxy.conftest import (
     EVERYTHING_SERVER,
     PYTHON_UPSTREAM,
@@ -146,12 +147,6 @@ async def test_the_host_closing_stdin_ends_the_proxy_and_the_upstream_with_statu
         assert await peer.close() == 0
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def everything_http() -> Iterator[str]:
     """server-everything over streamable HTTP, as a real child process."""
@@ -163,14 +158,17 @@ def everything_http() -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}/mcp"
+
+    def answers() -> bool:
+        assert process.poll() is None, "server-everything did not start"
+        try:
+            httpx.get(url, timeout=1)
+        except httpx.TransportError:
+            return False
+        return True
+
     try:
-        for _ in range(600):
-            try:
-                httpx.get(url, timeout=1)
-                break
-            except httpx.TransportError:
-                assert process.poll() is None, "server-everything did not start"
-                time.sleep(0.1)
+        wait_until(answers, within=TIMEOUT, what="server-everything to listen")
         yield url
     finally:
         process.terminate()
@@ -191,10 +189,10 @@ async def test_a_streamable_http_upstream_is_relayed(tmp_path: Path, everything_
             "X-Test: yes",
         ],
     )
-    progress: list[float] = []
+    reported: list[float] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append(value)
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append(progress)
 
     async with Client(params, mode="legacy") as client:
         names = [t.name for t in (await client.list_tools()).tools]
@@ -206,7 +204,7 @@ async def test_a_streamable_http_upstream_is_relayed(tmp_path: Path, everything_
             "trigger-long-running-operation", {"duration": 1, "steps": 2}, progress_callback=on_progress
         )
         assert not slow.is_error
-        assert progress == [1.0, 2.0]
+        assert reported == [1.0, 2.0]
 
 
 def children(pid: int) -> list[int]:
@@ -222,10 +220,7 @@ async def test_killing_the_upstream_fails_the_pending_call_and_ends_the_proxy(tm
         await peer.handshake()
         call = {"name": "block", "arguments": {"marker": str(marker)}}
         await peer.send({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": call})
-        deadline = time.monotonic() + TIMEOUT
-        while not marker.exists():
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.05)
+        await wait_until_async(marker.exists, within=TIMEOUT, what="the upstream to start the call")
         (upstream,) = children(peer.process.pid)
         os.kill(upstream, signal.SIGKILL)
         answer = json.loads(await peer.response(9))
@@ -237,28 +232,11 @@ async def test_killing_the_upstream_fails_the_pending_call_and_ends_the_proxy(tm
 @pytest.fixture
 def store_http(tmp_path: Path) -> Iterator[str]:
     """``blobstore serve`` (its stateless /mcp speaks both eras) as a streamable-HTTP upstream."""
-    port = free_port()
-    process = subprocess.Popen(
-        [blobstore_command(), "serve", "--data-dir", str(tmp_path / "upstream"), "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
+    server = start_server(tmp_path, data_dir=tmp_path / "upstream")
     try:
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert process.poll() is None, "blobstore serve did not start"
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
-        yield f"{base}/mcp"
+        yield f"{server.url}/mcp"
     finally:
-        process.terminate()
-        process.wait(timeout=TIMEOUT)
+        stop_server(server)
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

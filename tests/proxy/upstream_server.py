@@ -200,10 +200,10 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequest
         )
         return CallToolResult(content=[EmbeddedResource(resource=blob)])
     if name == "structured":
-        data = base64.b64encode(photo_png(64, 48)).decode()
-        block = {"type": "image", "data": data, "mimeType": "image/png"}
+        encoded = base64.b64encode(photo_png(64, 48)).decode()
+        block = {"type": "image", "data": encoded, "mimeType": "image/png"}
         return CallToolResult(
-            content=[ImageContent(data=data, mime_type="image/png")],
+            content=[ImageContent(data=encoded, mime_type="image/png")],
             structured_content={"content": [block], "label": "small"},
         )
     if name == "progress":
@@ -225,6 +225,7 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequest
         marker = anyio.Path(str(args["marker"]))
         await marker.write_text("started")
         try:
+            # The behaviour under test: a tool call that never answers, until it is cancelled or killed.
             await anyio.sleep_forever()
         finally:
             with anyio.CancelScope(shield=True):

@@ -8,7 +8,6 @@ import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import httpx2
@@ -24,7 +23,7 @@ from blobstore.models import Scope
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from mcp_resources.http import McpHttpExtension
-from tests.api.conftest import SMALL_LIMITS
+from tests.fixtures.settings import make_settings
 from tests.security import leaks
 
 BASE = "http://127.0.0.1"
@@ -42,20 +41,6 @@ class Tenant:
         return {"Authorization": f"Bearer {self.token}"}
 
 
-def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "data_dir": tmp_path / "data",
-        "storage_url": "memory://",
-        "database_url": f"sqlite+aiosqlite:///{tmp_path / 'metadata.sqlite3'}",
-        "audit_log": leaks.audit_log_path(tmp_path),
-        # A token issued beside the running app is seen by its next request.
-        "auth_cache_seconds": 0,
-        **SMALL_LIMITS,
-        **overrides,
-    }
-    return Settings(**values)
-
-
 def payload(label: str, size: int = 3000) -> bytes:
     """Recognisable random content, registered so the log check can look for it."""
     data = f"{label}-{os.urandom(8).hex()}:".encode() + os.urandom(size)
@@ -71,7 +56,8 @@ async def issue(service: ArtifactService, namespace: str, scopes: frozenset[Scop
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return make_settings(tmp_path)
+    # A token issued beside the running app is seen by its next request.
+    return make_settings(tmp_path, auth_cache_seconds=0)
 
 
 @pytest.fixture

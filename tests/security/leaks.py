@@ -1,7 +1,7 @@
 """What must never appear in a log, collected while the tests run, and the search for it.
 
 Tests register every token secret they mint and every payload they upload; servers they start write their
-stderr and audit log to files registered here. ``tests/zz_logs`` (last in file order) greps all of it, plus
+stderr and audit log to files registered here. ``tests/logs`` (after every other test) greps all of it, plus
 the in-process log of the whole run, for the secrets, for the payloads (raw marker, base64 at every
 alignment, SHA-256) and for anything shaped like a token.
 """
@@ -23,7 +23,7 @@ _secrets: set[str] = set()
 _payloads: list[bytes] = []
 _log_files: set[Path] = set()
 inprocess_log: Path | None = None
-"""The file the whole run's logging records go to (set by ``tests/zz_logs/conftest.py``)."""
+"""The file the whole run's logging records go to (set by ``tests/logs/conftest.py``)."""
 
 
 def register_secret(token: str) -> None:

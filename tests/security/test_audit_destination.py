@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.fixtures.server import BLOBSTORE, start_server, stop_server
 from tests.security import leaks
-from tests.security.live import BLOBSTORE, START_DEADLINE_SECONDS, free_port, run_cli
+from tests.security.live import run_cli
 
 pytestmark = pytest.mark.e2e
 
@@ -46,30 +45,15 @@ def audit_records(text: str) -> list[dict[str, Any]]:
 def test_serve_writes_audit_to_the_data_dir_and_an_access_log_to_the_terminal(
     tmp_path: Path, server: str
 ) -> None:
-    env = env_without_audit_setting(tmp_path)
-    port = free_port()
-    out, err = leaks.register_log(tmp_path / "serve.out"), leaks.register_log(tmp_path / "serve.err")
-    with out.open("wb") as stdout, err.open("wb") as stderr:
-        command = [BLOBSTORE, "serve", "--port", str(port), "--server", server]
-        process = subprocess.Popen(command, env=env, stdout=stdout, stderr=stderr)
-    url = f"http://127.0.0.1:{port}"
+    running = start_server(tmp_path, "--server", server, env=env_without_audit_setting(tmp_path))
     try:
-        with httpx.Client(base_url=url, timeout=START_DEADLINE_SECONDS) as http:
-            for _ in range(int(START_DEADLINE_SECONDS * 10)):
-                assert process.poll() is None, err.read_text() + out.read_text()
-                try:
-                    if http.get("/readyz", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.1)
+        with httpx.Client(base_url=running.url, timeout=30) as http:
             stored = http.post("/v1/artifacts", params={"name": "seen.txt"}, content=b"audited")
             assert stored.status_code == 201
             assert http.get(f"/v1/artifacts/{stored.json()['id']}/content").content == b"audited"
     finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(60)
-    terminal = out.read_text(errors="replace") + err.read_text(errors="replace")
+        stop_server(running)
+    terminal = running.log_text()
     assert audit_records(terminal) == []
     assert "POST /v1/artifacts" in terminal
     assert "local mode" in terminal

@@ -24,7 +24,7 @@ import pytest
 from starlette.types import Message, Receive, Scope, Send
 
 from blobstore.api.guard import MessageGuard
-from tests.e2e.conftest import Server, start_server, stop_server
+from tests.fixtures.server import Server, start_server, stop_server
 from tests.security.rawhttp import RawResponse, Reader, connect, head_bytes
 
 SERVERS = ["granian", "uvicorn", "hypercorn"]

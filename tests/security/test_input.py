@@ -16,7 +16,8 @@ import blobstore.storage.local as local_backend
 from blobstore.api import create_app
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
-from tests.security.conftest import BASE, make_settings
+from tests.fixtures.settings import make_settings
+from tests.security.conftest import BASE
 
 HOSTILE_IDS = [
     "..",

@@ -15,7 +15,8 @@ from blobstore.api import create_app
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from mcp_resources.http import McpHttpExtension
-from tests.security.conftest import BASE, McpConnect, Tenant, issue, make_settings, running
+from tests.fixtures.settings import make_settings
+from tests.security.conftest import BASE, McpConnect, Tenant, issue, running
 
 LIMITS: dict[str, Any] = {
     "max_artifact_size": 8192,

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.security.live import LiveServer, clean_env, create_token, start
+from tests.fixtures.server import Server, start_server, stop_server
+from tests.security.live import clean_env, create_token
 
 pytestmark = pytest.mark.e2e
 
@@ -29,7 +30,7 @@ ROOT = HERE.parents[1]
 MULTIPART_UPLOAD = "upload_artifact_v1_artifacts_post"
 
 
-def run_schemathesis(server: LiveServer, token: str, cwd: Path, *args: str) -> tuple[int, str]:
+def run_schemathesis(server: Server, token: str, cwd: Path, *args: str) -> tuple[int, str]:
     done = subprocess.run(
         [
             SCHEMATHESIS,
@@ -83,7 +84,7 @@ def test_the_live_api_matches_its_openapi_document_under_every_schemathesis_chec
         BLOBSTORE_LOG_LEVEL="warning",
     )
     token = create_token(env, "fuzz")["token"]
-    server = start(tmp_path, env)
+    server = start_server(tmp_path, "--server", "uvicorn", env=env)
     try:
         assert server.process.poll() is None, server.log_text()
         # Every operation, every check; the multipart upload runs apart (below).
@@ -105,7 +106,7 @@ def test_the_live_api_matches_its_openapi_document_under_every_schemathesis_chec
             MULTIPART_UPLOAD,
         )
     finally:
-        server.stop()
+        stop_server(server)
     cases = cases_in(output) + cases_in(upload_output)
     record_property("schemathesis_cases", cases)
     print(f"schemathesis: {cases} cases")

@@ -18,8 +18,9 @@ from mcp import Client, StdioServerParameters
 from blobstore.config import Settings
 from blobstore.models import Caller
 from blobstore.runtime import open_service
+from tests.fixtures.server import BLOBSTORE, start_server, stop_server
 from tests.security import leaks
-from tests.security.live import BLOBSTORE, clean_env, create_token, run_cli, start
+from tests.security.live import clean_env, create_token, run_cli
 
 pytestmark = pytest.mark.e2e
 
@@ -32,12 +33,12 @@ def test_serve_refuses_a_public_address_while_no_token_exists(tmp_path: Path) ->
 
 
 def test_serve_on_loopback_without_tokens_announces_local_mode(tmp_path: Path) -> None:
-    server = start(tmp_path, clean_env(tmp_path))
+    server = start_server(tmp_path, "--server", "uvicorn", env=clean_env(tmp_path))
     try:
         assert server.process.poll() is None, server.log_text()
         assert httpx.get(f"{server.url}/v1/artifacts").status_code == 200
     finally:
-        server.stop()
+        stop_server(server)
     log = server.log_text()
     assert "local mode" in log
     assert "namespace 'default'" in log
@@ -47,13 +48,13 @@ def test_serve_on_loopback_without_tokens_announces_local_mode(tmp_path: Path) -
 def test_serve_on_a_public_address_with_a_token_requires_it(tmp_path: Path) -> None:
     env = clean_env(tmp_path)
     token = create_token(env, "public")["token"]
-    server = start(tmp_path, env, host="0.0.0.0")
+    server = start_server(tmp_path, "--server", "uvicorn", env=env, host="0.0.0.0")
     try:
         assert server.process.poll() is None, server.log_text()
         anonymous = httpx.get(f"{server.url}/v1/artifacts")
         authorised = httpx.get(f"{server.url}/v1/artifacts", headers={"Authorization": f"Bearer {token}"})
     finally:
-        server.stop()
+        stop_server(server)
     assert anonymous.status_code == 401
     assert anonymous.headers["www-authenticate"].startswith("Bearer")
     assert authorised.status_code == 200
@@ -61,12 +62,14 @@ def test_serve_on_a_public_address_with_a_token_requires_it(tmp_path: Path) -> N
 
 
 def test_insecure_no_auth_opens_a_public_address_and_says_so(tmp_path: Path) -> None:
-    server = start(tmp_path, clean_env(tmp_path), host="0.0.0.0", extra_args=["--insecure-no-auth"])
+    server = start_server(
+        tmp_path, "--server", "uvicorn", "--insecure-no-auth", env=clean_env(tmp_path), host="0.0.0.0"
+    )
     try:
         assert server.process.poll() is None, server.log_text()
         assert httpx.get(f"{server.url}/v1/artifacts").status_code == 200
     finally:
-        server.stop()
+        stop_server(server)
     assert "for EVERY client" in server.log_text()
 
 

@@ -17,7 +17,8 @@ from blobstore.api import create_app
 from blobstore.models import Caller
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
-from tests.security.conftest import BASE, make_settings, payload
+from tests.fixtures.settings import make_settings
+from tests.security.conftest import BASE, payload
 
 
 class FaultyOs:

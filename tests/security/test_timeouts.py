@@ -23,7 +23,8 @@ from blobstore.models import Caller
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from mcp_resources.http import McpHttpExtension
-from tests.security.conftest import make_settings, running
+from tests.fixtures.settings import make_settings
+from tests.security.conftest import running
 
 TIMEOUT = 0.2
 
@@ -67,6 +68,7 @@ async def call_stalling(app: Any, scope: Scope, first: bytes) -> tuple[int, dict
         if not delivered:
             delivered = True
             return {"type": "http.request", "body": first, "more_body": True}
+        # The behaviour under test: a body that stalls after its first bytes.
         await anyio.sleep_forever()
         raise AssertionError("unreachable")
 
@@ -141,6 +143,7 @@ async def test_after_a_complete_body_receive_is_no_longer_timed() -> None:
     async def receive() -> Message:
         if messages:
             return messages.pop()
+        # The behaviour under test: a disconnect that comes long after the body timeout would have fired.
         await anyio.sleep(TIMEOUT * 3)
         return {"type": "http.disconnect"}
 

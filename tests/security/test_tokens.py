@@ -27,8 +27,9 @@ from blobstore.metadata.tables import tokens
 from blobstore.models import Caller, Scope
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
+from tests.fixtures.settings import make_settings
 from tests.security import leaks
-from tests.security.conftest import BASE, Tenant, issue, make_settings
+from tests.security.conftest import BASE, Tenant, issue
 
 TOKEN_FORMAT = re.compile(r"bst_[A-Za-z0-9_-]{16}_[A-Za-z0-9_-]{43}")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.conftest import Server, start_server, stop_server
+from tests.fixtures.server import Server, start_server, stop_server
 from tests.security.rawhttp import RawResponse, head_bytes, send_paced
 
 MIN_RATE = 100  # bytes per second

@@ -85,6 +85,7 @@ CHILD = textwrap.dedent(
         yield b"x" * (2 * 1024 * 1024)
         # Asked for more: the first batch has been written to the temp file.
         print("written", flush=True)
+        # The behaviour under test: the writer stalls mid-blob until the test kills its process.
         await asyncio.sleep(3600)
         yield b"never"
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
@@ -24,6 +23,7 @@ from blobstore.errors import (
 )
 from blobstore.storage import SupportsPresign, open_blob_store
 from blobstore.storage.s3 import MIN_PART_SIZE, S3BlobStore
+from tests.fixtures.ports import free_port
 from tests.fixtures.s3 import S3Location
 from tests.storage.conftest import chunks_of, keys_of, read_all
 
@@ -318,13 +318,6 @@ async def test_presigned_download_names_the_file_exactly_like_the_http_edge(s3_s
     assert response.headers["content-disposition"] == (
         'attachment; filename="Bericht \\"Q3\\" u.txt"; filename*=UTF-8\'\'Bericht%20%22Q3%22%20%C3%BC.txt'
     )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 async def test_unreachable_endpoint_is_storage_unavailable() -> None:

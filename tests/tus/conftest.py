@@ -13,7 +13,7 @@ import pytest
 
 from blobstore.config import Settings
 from tests.api.conftest import client, service
-from tests.e2e.conftest import Server, start_server, stop_server
+from tests.fixtures.server import Server, start_server, stop_server
 
 __all__ = ["client", "service"]  # the HTTP API's in-process fixtures, over the settings defined here
 

@@ -77,6 +77,7 @@ class RawRequest:
         if self.then == "disconnect":
             return {"type": "http.disconnect"}
         self.waiting.set()
+        # The behaviour under test: a client that stalls mid-body and sends nothing more.
         await anyio.sleep_forever()
         raise AssertionError("unreachable")
 

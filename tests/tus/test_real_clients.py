@@ -14,7 +14,7 @@ import pytest
 from tusclient import client as tus_client
 
 from tests.e2e import docs_examples
-from tests.e2e.conftest import Server
+from tests.fixtures.server import Server
 from tests.tus.conftest import TUS, KiB, MiB
 
 JS_DIR = Path(__file__).parent / "js"

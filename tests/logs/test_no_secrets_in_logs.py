@@ -1,10 +1,10 @@
 """No token secret, no uploaded content (raw, base64 or hex) and no content digest in any log of the run.
 
-Runs last (file order). It first drives a live ``blobstore serve`` through every path that handles secrets or
-content -- uploads of each kind, MCP base64 chunks and reads, refused and revoked tokens, failed checksums --
-then greps that server's stderr and audit log, the in-process log of the whole run, every log file the other
-tests registered or left under the run's temporary directory. Responses given to tenant A are checked too:
-they never carry tenant B's content digest.
+Runs after every other test of the run (``conftest.py`` moves it there). It first drives a live ``blobstore
+serve`` through every path that handles secrets or content -- uploads of each kind, MCP base64 chunks and
+reads, refused and revoked tokens, failed checksums -- then greps that server's output and audit log, the
+in-process log of the whole run, every log file the other tests registered or left under the run's temporary
+directory. Responses given to tenant A are checked too: they never carry tenant B's content digest.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.fixtures.server import start_server, stop_server
 from tests.security import leaks
-from tests.security.live import clean_env, create_token, run_cli, start
+from tests.security.live import clean_env, create_token, run_cli
 
 pytestmark = pytest.mark.e2e
 
@@ -126,19 +127,20 @@ async def drive(url: str, a_token: str, b_token: str, revoked: str) -> list[str]
 
 
 async def test_no_secret_content_or_digest_reaches_any_log(
-    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> None:
+    assert request.session.items[-1] is request.node, "the log check must run after every other test"
     env = clean_env(tmp_path, BLOBSTORE_MIN_CHUNK_SIZE="1024", BLOBSTORE_LOG_LEVEL="info")
     a_token = create_token(env, "zz-a")["token"]
     b_token = create_token(env, "zz-b")["token"]
     revoked = create_token(env, "zz-a", "read")
     assert run_cli(["token", "revoke", revoked["id"]], env).returncode == 0
-    server = start(tmp_path, env)
+    server = start_server(tmp_path, "--server", "uvicorn", env=env)
     try:
         assert server.process.poll() is None, server.log_text()
         to_a = await drive(server.url, a_token, b_token, revoked["token"])
     finally:
-        server.stop()
+        stop_server(server)
 
     payloads = leaks.registered_payloads()
     b_digest = next(hashlib.sha256(p).hexdigest() for p in payloads if p.startswith(b"zz-tenant-b"))
@@ -149,7 +151,7 @@ async def test_no_secret_content_or_digest_reaches_any_log(
     if leaks.inprocess_log is not None:
         files.add(leaks.inprocess_log)
     readable = sorted(p for p in files if p.is_file())
-    assert server.stderr in readable
+    assert server.log in readable
     assert tmp_path / "audit.jsonl" in readable
     audit = (tmp_path / "audit.jsonl").read_text()
     assert '"action":"upload"' in audit

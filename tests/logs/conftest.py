@@ -1,7 +1,8 @@
-"""Collect every log record of the whole test run into one file, for ``test_no_secrets_in_logs``.
+"""The log check sees the whole run: every log record of the run goes to one file, and the check runs after
+every other test, wherever its directory sorts.
 
 The handler goes on the root logger once collection is done (so before the first test runs) and comes off at
-the end of the run. This directory sorts last, so its test runs after everything else has logged.
+the end of the run. The check is moved to the end of the run's items, and asserts that it is there.
 """
 
 from __future__ import annotations
@@ -15,7 +16,21 @@ import pytest
 
 from tests.security import leaks
 
+HERE = Path(__file__).parent
+
 _handler: logging.Handler | None = None
+
+
+def is_log_check(item: pytest.Item) -> bool:
+    return HERE in item.path.parents
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """After any other reordering: the log check goes last, the other tests keep their order."""
+    items[:] = [item for item in items if not is_log_check(item)] + [
+        item for item in items if is_log_check(item)
+    ]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
