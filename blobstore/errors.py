@@ -33,6 +33,7 @@ Hierarchy::
     ├── RequestTimeout            request_timeout       (a request body stalled)
     ├── StorageFull               storage_full          (ENOSPC, EDQUOT)
     ├── StorageUnavailable        storage_unavailable   (I/O error, backend down)
+    │   └── DatabaseNotMigrated   storage_unavailable   (the metadata schema is not at the newest migration)
     ├── Corruption                corruption            (stored bytes fail their checksum)
     ├── Internal                  internal
     ├── UpstreamUnavailable       upstream_unavailable  (the proxy's upstream MCP server is gone)
@@ -205,6 +206,13 @@ class StorageUnavailable(BlobstoreError):
             if value
         )
         return f"{type(self).__name__}({self.message!r}, code={self.code!r}{where})"
+
+
+class DatabaseNotMigrated(StorageUnavailable):
+    """The metadata database was never migrated or is behind this version's newest migration, and what
+    opened it does not migrate (admin commands on PostgreSQL: see :func:`blobstore.runtime.open_runtime`)."""
+
+    default_message = "the metadata database is not migrated: run `blobstore migrate`"
 
 
 class Corruption(BlobstoreError):

@@ -20,8 +20,9 @@ from blobstore.cleanup import periodic_cleanup
 from blobstore.config import Settings
 from blobstore.datadir import DataDirLock
 from blobstore.diskspace import RESERVE_FILE_NAME, SpaceReserve
+from blobstore.errors import DatabaseNotMigrated
 from blobstore.metadata.engine import sqlite_file
-from blobstore.metadata.migrate import upgrade_async
+from blobstore.metadata.migrate import current_revision_async, head_revision, upgrade_async
 from blobstore.metadata.repository import MetadataRepository
 from blobstore.service import ArtifactService
 from blobstore.storage import BlobStore, open_blob_store
@@ -131,6 +132,30 @@ async def probe_storage(settings: Settings) -> None:
         await blobs.close()
 
 
+async def require_migrated(database_url: str) -> None:
+    """Raise :class:`DatabaseNotMigrated`, naming the database (without its password) and both revisions,
+    unless the schema is at this version's newest migration: without it every query would fail on a missing
+    table or column."""
+    current = await current_revision_async(database_url)
+    newest = await anyio.to_thread.run_sync(head_revision)
+    if current == newest:
+        return
+    shown = make_url(database_url).render_as_string(hide_password=True)
+    where = (
+        "was never migrated" if current is None else f"is at revision {current}, this version needs {newest}"
+    )
+    raise DatabaseNotMigrated(f"the metadata database {shown} {where}: run `blobstore migrate`")
+
+
+async def prepare_schema(database_url: str, *, migrate: bool) -> None:
+    """Apply pending migrations, or (for what must not change the schema on its own) require that none is
+    pending."""
+    if migrate:
+        await upgrade_async(database_url)
+    else:
+        await require_migrated(database_url)
+
+
 @contextlib.asynccontextmanager
 async def open_service(
     settings: Settings, *, server: bool = False, migrate: bool | None = None
@@ -160,7 +185,8 @@ async def open_runtime(
 
     ``server=True`` takes the data-directory lock in SQLite mode, so a second server cannot open the same data
     directory; admin commands pass ``server=False`` and work beside a running server. Migrations run at start
-    on the embedded default (``migrate=None``) or when asked.
+    on the embedded default (``migrate=None``) or when asked; otherwise a schema that is not at the newest
+    migration raises :class:`DatabaseNotMigrated`.
     """
     with contextlib.ExitStack() as stack:
         sole_server = False
@@ -171,8 +197,9 @@ async def open_runtime(
         reserve = disk_reserve(settings, server=server)
         # On a full disk SQLite cannot even open (it creates its write-ahead log and index): make room first.
         released = await anyio.to_thread.run_sync(reserve.release_if_full) if reserve is not None else 0
-        if migrate if migrate is not None else settings.is_embedded:
-            await upgrade_async(settings.resolved_database_url)
+        await prepare_schema(
+            settings.resolved_database_url, migrate=migrate if migrate is not None else settings.is_embedded
+        )
         repo = await MetadataRepository.open(settings.resolved_database_url, reserve=reserve)
         try:
             # After a release the room is the database's until its connections are open: the readiness
@@ -198,10 +225,10 @@ async def open_runtime(
 @contextlib.asynccontextmanager
 async def open_repository(settings: Settings) -> AsyncIterator[MetadataRepository]:
     """The metadata repository alone (token administration), the embedded database created or brought up to
-    date first."""
+    date first; any other must be migrated already (:class:`DatabaseNotMigrated`)."""
     if settings.is_embedded:
         prepare_data_dir(settings)
-        await upgrade_async(settings.resolved_database_url)
+    await prepare_schema(settings.resolved_database_url, migrate=settings.is_embedded)
     repo = await MetadataRepository.open(settings.resolved_database_url)
     try:
         yield repo

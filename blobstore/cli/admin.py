@@ -11,14 +11,13 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
-import anyio
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from blobstore.cleanup import STEPS, CleanupReport, Step, parse_steps, run_cleanup
 from blobstore.cli import main
-from blobstore.cli.common import data_dir_option, describe_error, echo_json, fail, settings_from
+from blobstore.cli.common import data_dir_option, describe_error, echo_json, fail, run_or_fail, settings_from
 from blobstore.config import Settings
 from blobstore.errors import BlobstoreError
 from blobstore.metadata.migrate import current_revision, upgrade
@@ -38,10 +37,7 @@ def _with_service(settings: Settings, action: Callable[[ArtifactService], Awaita
         async with open_service(settings, server=False) as service:
             return await action(service)
 
-    try:
-        return anyio.run(run)
-    except (BlobstoreError, OSError) as exc:
-        fail(describe_error(exc))
+    return run_or_fail(run)
 
 
 class _TerminalProgress:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
 
+import anyio
 import click
 
 from blobstore.config import Settings, SettingsError, load_settings
-from blobstore.errors import BlobstoreError
+from blobstore.errors import BlobstoreError, DatabaseNotMigrated
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 def data_dir_option(func: F) -> F:
@@ -44,3 +46,14 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, BlobstoreError):
         return f"{exc.message} ({exc.code})"
     return f"{type(exc).__name__}: {exc}"
+
+
+def run_or_fail(action: Callable[[], Awaitable[T]]) -> T:
+    """Run a command's async work; a store failure ends it with one line, a database that needs
+    ``blobstore migrate`` with exit code 2 (the operator's setup, not the store, is at fault)."""
+    try:
+        return anyio.run(action)
+    except DatabaseNotMigrated as exc:
+        fail(exc.message, code=2)
+    except (BlobstoreError, OSError) as exc:
+        fail(describe_error(exc))

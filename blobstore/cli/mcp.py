@@ -23,7 +23,8 @@ async def serve_stdio(settings: Settings) -> None:
     from blobstore.runtime import open_service
     from mcp_resources.server import create_server, fixed_caller
 
-    async with open_service(settings) as service:
+    # A server, like `blobstore serve`: it brings the schema up to date before it serves.
+    async with open_service(settings, migrate=True) as service:
         caller = Caller(namespace=settings.mcp_namespace, actor="mcp-stdio")
         server = create_server(service, caller_for=fixed_caller(caller))
         async with stdio_server() as (read_stream, write_stream):

@@ -58,7 +58,8 @@ async def run_proxy(
     from mcp_resources.proxy.transport import HostStdio, HttpUpstream, StdioUpstream, Upstream
 
     rules = load_rules(settings, profile=profile, config_path=offload_config, read_tool_hint=read_tool)
-    async with open_service(settings) as service:
+    # A server, like `blobstore mcp`: it brings the schema up to date before it serves.
+    async with open_service(settings, migrate=True) as service:
         caller = Caller(namespace=settings.mcp_namespace, actor="mcp-proxy")
         local = LocalStore(service, caller)
         store = EmbeddedStore(

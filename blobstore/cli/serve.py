@@ -3,6 +3,10 @@
 Granian is the default: it sends whole-file downloads with the ASGI ``http.response.pathsend`` extension,
 which measured fastest in ``bench/http_download.py``. uvicorn (installed with the package) and hypercorn (when
 installed) remain available with ``--server``; ``--help`` offers only the servers that are installed.
+
+Whichever runs, its own access log is off: the app writes one JSON line per request (``blobstore.access``,
+:mod:`blobstore.api.observe`), which carries the request id, and a second line per request would only double
+the log.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ def _run_uvicorn(settings: Settings) -> None:
         port=settings.port,
         lifespan="on",
         log_level=settings.log_level,
+        access_log=False,
         server_header=False,
     )
     uvicorn.Server(config).run()
@@ -58,6 +63,7 @@ def _run_hypercorn(settings: Settings) -> None:
     host = settings.host if ":" not in settings.host else f"[{settings.host}]"
     config.bind = [f"{host}:{settings.port}"]
     config.loglevel = settings.log_level.upper()
+    config.accesslog = None
     config.include_server_header = False
     asyncio.run(serve(build_app(settings), config))  # type: ignore[arg-type]
 
@@ -93,8 +99,7 @@ def _run_granian(settings: Settings) -> None:
         workers=1,
         factory=True,
         log_level=LogLevels(settings.log_level),
-        # One line per request for the people at the terminal (audit lines go to their own file).
-        log_access=settings.log_level in {"debug", "info"},
+        log_access=False,
     ).serve()
 
 

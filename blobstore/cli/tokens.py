@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-import anyio
 import click
 
 from blobstore.auth import (
@@ -23,7 +22,7 @@ from blobstore.auth import (
     validate_namespace,
 )
 from blobstore.cli import main
-from blobstore.cli.common import data_dir_option, describe_error, echo_json, fail, settings_from
+from blobstore.cli.common import data_dir_option, echo_json, fail, run_or_fail, settings_from
 from blobstore.config import Settings
 from blobstore.errors import BlobstoreError
 from blobstore.metadata.repository import MetadataRepository
@@ -40,10 +39,7 @@ def _run(settings: Settings, action: Callable[[MetadataRepository], Awaitable[T]
         async with open_repository(settings) as repo:
             return await action(repo)
 
-    try:
-        return anyio.run(run)
-    except (BlobstoreError, OSError) as exc:
-        fail(describe_error(exc))
+    return run_or_fail(run)
 
 
 def token_facts(record: TokenRecord, now: datetime) -> dict[str, Any]:
