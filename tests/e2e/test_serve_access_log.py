@@ -3,15 +3,15 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from blobstore.cli.serve import installed_servers
-from tests.e2e.conftest import start_server, stop_server
 from tests.e2e.test_observability import LOG_DEADLINE_SECONDS, access_lines
+from tests.fixtures.server import start_server, stop_server
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -25,10 +25,10 @@ def test_one_request_writes_exactly_one_access_line_the_json_one(server_name: st
             f"{server.url}/v1/artifacts/{marker}", headers={"X-Request-Id": marker}, timeout=60
         )
         assert answer.status_code == 404
-        deadline = time.monotonic() + LOG_DEADLINE_SECONDS
-        while not any(line["request_id"] == marker for line in access_lines(server.log)):
-            assert time.monotonic() < deadline, server.log.read_text(errors="replace")
-            time.sleep(0.1)
+        wait_until(
+            lambda: any(line["request_id"] == marker for line in access_lines(server.log)),
+            within=LOG_DEADLINE_SECONDS,
+        )
     finally:
         # Stopped before counting, so any line the server would write for the request has been written.
         stop_server(server)
