@@ -89,6 +89,19 @@ def status_kib(pid: int, key: str) -> int:
     return 0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of the process tree so far (its workers included)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for member in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / ticks
+
+
 def peak_rss_mib(pid: int) -> float:
     """The largest ``VmHWM`` of the process tree: the peak resident set of its busiest process."""
     return max(status_kib(p, "VmHWM") for p in process_tree(pid)) / 1024
@@ -123,6 +136,7 @@ class Nginx:
     root: Path
     """``root/<name>`` is served at ``base/<name>``; ``PUT base/up/<name>`` writes ``root/up/<name>``."""
     version: str
+    pid: int
 
 
 @contextlib.contextmanager
@@ -155,7 +169,7 @@ http {{
     try:
         base = f"http://127.0.0.1:{port}"
         wait_ready(f"{base}/", process)
-        yield Nginx(base, root, version.removeprefix("nginx version: "))
+        yield Nginx(base, root, version.removeprefix("nginx version: "), process.pid)
     finally:
         stop(process, signal.SIGQUIT)
 

@@ -34,12 +34,23 @@ from pathlib import Path
 
 import httpx
 from mcp_read import RawStdioClient, cpu_model, package_version
-from peers import Nginx, Ours, Registry, blobstore_serve, docker_registry, find_binary, nginx, peak_rss_mib
+from peers import (
+    Nginx,
+    Ours,
+    Registry,
+    blobstore_serve,
+    cpu_seconds,
+    docker_registry,
+    find_binary,
+    nginx,
+    peak_rss_mib,
+)
 
 from mcp_resources.uris import window_uri
 
 KiB = 1024
 MiB = 1024 * KiB
+WORKLOADS = ("uploads", "downloads", "ranges", "small", "mcp")
 BENCH_DIR = Path(__file__).resolve().parent
 PEER_DIR = BENCH_DIR / "node_modules" / "@modelcontextprotocol" / "server-filesystem"
 
@@ -166,8 +177,10 @@ end
 """
 
 
-def wrk_ranges(url: str, size: int, length: int, seconds: int, connections: int, script_dir: Path) -> float:
-    """Requests per second of random ``length``-byte ranges (4 KiB aligned) over ``connections``."""
+def wrk_ranges(
+    url: str, size: int, length: int, seconds: int, connections: int, script_dir: Path
+) -> tuple[float, int]:
+    """(requests per second, requests done) of random ``length``-byte ranges at 4 KiB offsets."""
     script = script_dir / "ranges.lua"
     slots = (size - length) // 4096
     script.write_text(WRK_SCRIPT % {"seed": random.randrange(1 << 30), "slots": slots, "length": length})
@@ -179,8 +192,10 @@ def wrk_ranges(url: str, size: int, length: int, seconds: int, connections: int,
     )
     if "Non-2xx" in result.stdout:
         raise SystemExit(f"wrk against {url}: non-2xx answers\n{result.stdout}")
-    line = next(line for line in result.stdout.splitlines() if line.startswith("Requests/sec:"))
-    return float(line.split()[1])
+    lines = result.stdout.splitlines()
+    rate = next(line for line in lines if line.startswith("Requests/sec:"))
+    done = next(line for line in lines if " requests in " in line)
+    return float(rate.split()[1]), int(done.split()[0])
 
 
 # -- workloads -------------------------------------------------------------------------------------------
@@ -279,7 +294,6 @@ def bench_downloads(t: Targets, runs: int) -> list[Row]:
     if sha256_of_url(t.content_url) != t.payload.sha256:
         raise SystemExit("ours: downloaded bytes differ from the upload")
     if t.nginx is not None:
-        os.link(t.payload.path, t.nginx.root / "payload.bin")
         urls["nginx"] = f"{t.nginx.base}/payload.bin"
     if t.registry is not None and t.registry_ready:
         urls["registry"] = t.registry.blob_url(t.payload.sha256)
@@ -297,7 +311,7 @@ def bench_downloads(t: Targets, runs: int) -> list[Row]:
     ]
 
 
-def bench_ranges(t: Targets, runs: int, seconds: int, work: Path) -> Row:
+def bench_ranges(t: Targets, runs: int, seconds: int, work: Path) -> list[Row]:
     length = 64 * KiB
     offset = (t.payload.size // 3) // 4096 * 4096
     got = subprocess.run(
@@ -307,14 +321,21 @@ def bench_ranges(t: Targets, runs: int, seconds: int, work: Path) -> Row:
     ).stdout
     if got != t.payload.slice(offset, length):
         raise SystemExit("ours: a ranged read returned other bytes")
-    urls = {"ours": t.content_url}
+    urls = {"ours": (t.content_url, t.ours.pid)}
     if t.nginx is not None:
-        urls["nginx"] = f"{t.nginx.base}/payload.bin"
+        urls["nginx"] = (f"{t.nginx.base}/payload.bin", t.nginx.pid)
     row = Row("64 KiB random ranges, wrk, 4 connections", "req/s", peer_name="nginx", goal="≥ 0.3")
-    samples = {"ours": row.ours, "nginx": row.peer}
+    # CPU time per request barely depends on how busy the machine is, unlike requests per second.
+    cpu = Row("64 KiB random ranges: server CPU per request", "ms", peer_name="nginx", higher_is_better=False)
+    cpu.note = "utime + stime of the server's processes / requests"
+    samples = {"ours": (row.ours, cpu.ours), "nginx": (row.peer, cpu.peer)}
     for _, name in rotations(list(urls), runs):
-        samples[name].append(wrk_ranges(urls[name], t.payload.size, length, seconds, 4, work))
-    return row
+        url, pid = urls[name]
+        cpu_before = cpu_seconds(pid)
+        rate, done = wrk_ranges(url, t.payload.size, length, seconds, 4, work)
+        samples[name][0].append(rate)
+        samples[name][1].append((cpu_seconds(pid) - cpu_before) * 1000 / done)
+    return [row, cpu]
 
 
 async def small_uploads(url: Callable[[int], str], method: str, count: int, in_flight: int) -> float:
@@ -466,6 +487,7 @@ def main() -> None:
     parser.add_argument("--mcp-ops", type=int, default=200, help="4 KiB MCP reads per run")
     parser.add_argument("--windows", type=int, default=32, help="1 MiB windows per run")
     parser.add_argument("--quick", action="store_true", help="smoke run: tiny sizes, a few seconds each")
+    parser.add_argument("--only", default=",".join(WORKLOADS), help=f"a subset of {','.join(WORKLOADS)}")
     parser.add_argument("--output", type=Path, help="default: bench/results/<date>.md")
     args = parser.parse_args()
     if args.quick:
@@ -484,20 +506,30 @@ def main() -> None:
         for name, found in (("nginx", targets.nginx), ("docker-registry", targets.registry)):
             if found is None:
                 extra.append(f"- {name} is not installed: its rows are empty (`apt-get install -y {name}`).")
-        rows = bench_uploads(targets, args.runs)
-        rows += bench_downloads(targets, args.runs)
-        if find_binary("wrk") is not None:
-            rows.append(bench_ranges(targets, args.runs, args.seconds, work))
+        if targets.nginx is not None:
+            os.link(payload.path, targets.nginx.root / "payload.bin")  # what nginx serves
+        only = set(args.only.split(","))
+        rows = []
+        if "uploads" in only:
+            rows += bench_uploads(targets, args.runs)
         else:
+            upload_ours_single(targets)  # the artifact the reads read
+        if "downloads" in only:
+            rows += bench_downloads(targets, args.runs)
+        if "ranges" in only and find_binary("wrk") is not None:
+            rows += bench_ranges(targets, args.runs, args.seconds, work)
+        elif "ranges" in only:
             extra.append("- wrk is not installed: no ranges row (`apt-get install -y wrk`).")
-        rows.append(bench_small_uploads(targets, args.runs, args.small_count))
-        mcp_rows, mcp_peak = bench_mcp(targets, args.runs, args.mcp_ops, args.windows, work)
-        rows += mcp_rows
+        if "small" in only:
+            rows.append(bench_small_uploads(targets, args.runs, args.small_count))
+        if "mcp" in only:
+            mcp_rows, mcp_peak = bench_mcp(targets, args.runs, args.mcp_ops, args.windows, work)
+            rows += mcp_rows
+            rows.append(Row("peak RSS of `blobstore mcp` over its reads", "MiB", [mcp_peak], goal="≤ 150"))
         serve_peak = peak_rss_mib(ours.pid)
         rows.append(
             Row("peak RSS of `blobstore serve` over the whole run", "MiB", [serve_peak], goal="≤ 150")
         )
-        rows.append(Row("peak RSS of `blobstore mcp` over its reads", "MiB", [mcp_peak], goal="≤ 150"))
     load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())
     report = render(args, rows, extra, (load_before, load_after))
     output.parent.mkdir(parents=True, exist_ok=True)
