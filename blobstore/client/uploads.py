@@ -84,62 +84,34 @@ class Uploader:
         return await self._send_file(path, state, status, options)
 
     async def _fresh_file(self, path: Path, identity: FileIdentity, options: UploadOptions) -> UploadResult:
+        try:
+            sha256: str = await self._thread(sha256_of_file, path)
+        except OSError as exc:
+            raise local_file_error(exc) from exc
         session = await self.api.begin_upload(
             options.name or path.name,
             mime_type=options.mime_type or mimetypes.guess_type(path.name)[0],
             size=identity.size,
+            sha256=sha256,
             chunk_size=options.chunk_size,
             ttl_seconds=options.ttl_seconds,
             metadata=options.metadata,
         )
-        # The whole-file SHA-256 is computed while the chunks go out rather than in a pass before the first
-        # one: the server checks it at completion, and the resume state is saved as soon as it is known.
-        known: list[ResumeState] = []
-        counter = ChunkCounter()
-
-        async def hash_file() -> None:
-            # Shielded: when a chunk fails, the digest and the resume state are still finished and saved, so
-            # a rerun resumes instead of starting over.
-            with anyio.CancelScope(shield=True):
-                try:
-                    sha256: str = await self._thread(sha256_of_file, path)
-                except OSError as exc:
-                    raise local_file_error(exc) from exc
-                state = ResumeState(session.upload_id, session.chunk_size, sha256, identity)
-                if options.resume:
-                    await self._thread(self.store.save, state)
-                known.append(state)
-
-        async def send() -> None:
-            await self._send_chunks(
-                path, session.upload_id, identity.size, session.chunk_size, set(), options, counter
-            )
-
-        await run_concurrently([hash_file, send])
-        return await self._complete(known[0], 0, counter, options, resumed=False)
+        state = ResumeState(session.upload_id, session.chunk_size, sha256, identity)
+        if options.resume:
+            await self._thread(self.store.save, state)
+        return await self._send_file(path, state, None, options)
 
     async def _send_file(
-        self, path: Path, state: ResumeState, status: UploadStatusInfo, options: UploadOptions
+        self, path: Path, state: ResumeState, status: UploadStatusInfo | None, options: UploadOptions
     ) -> UploadResult:
         size, chunk_size = state.identity.size, state.chunk_size
-        have = {i for i in status.chunks_received if i < chunk_count(size, chunk_size)}
-        counter = ChunkCounter()
-        await self._send_chunks(path, state.upload_id, size, chunk_size, have, options, counter)
-        return await self._complete(state, len(have), counter, options, resumed=True)
-
-    async def _send_chunks(
-        self,
-        path: Path,
-        upload_id: str,
-        size: int,
-        chunk_size: int,
-        have: set[int],
-        options: UploadOptions,
-        counter: ChunkCounter,
-    ) -> None:
-        todo = [i for i in range(chunk_count(size, chunk_size)) if i not in have]
+        count = chunk_count(size, chunk_size)
+        have = {i for i in (status.chunks_received if status else ()) if i < count}
+        todo = [i for i in range(count) if i not in have]
         already = sum(chunk_length(i, size, chunk_size) for i in have)
         progress = ProgressTracker(options.progress, size, already)
+        counter = ChunkCounter()
         try:
             fd: int = await self._thread(os.open, str(path), os.O_RDONLY)
         except OSError as exc:
@@ -156,7 +128,7 @@ class Uploader:
         try:
             await send_indexed_chunks(
                 self.api,
-                upload_id,
+                state.upload_id,
                 todo,
                 read,
                 parallel=options.parallel,
@@ -165,21 +137,17 @@ class Uploader:
             )
         finally:
             await self._thread(os.close, fd)
-
-    async def _complete(
-        self,
-        state: ResumeState,
-        skipped: int,
-        counter: ChunkCounter,
-        options: UploadOptions,
-        *,
-        resumed: bool,
-    ) -> UploadResult:
         artifact = await self.api.complete_upload(state.upload_id, state.sha256)
         if options.resume:
             await self._thread(self.store.remove, state.identity)
         return UploadResult(
-            artifact, state.upload_id, state.chunk_size, counter.chunks, skipped, counter.bytes, resumed
+            artifact,
+            state.upload_id,
+            chunk_size,
+            counter.chunks,
+            len(have),
+            counter.bytes,
+            status is not None,
         )
 
     # -- bytes ----------------------------------------------------------------------------------------------
