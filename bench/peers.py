@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from mcp_read import children_of
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -62,20 +64,11 @@ def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
 
 def process_tree(pid: int) -> list[int]:
     """``pid`` and all its descendants (granian serves from worker processes under the one started)."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parents.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
     found, todo = [], [pid]
     while todo:
         current = todo.pop()
         found.append(current)
-        todo.extend(parents.get(current, []))
+        todo.extend(children_of(current))
     return found
 
 

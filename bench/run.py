@@ -33,6 +33,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import httpx
+from http_download import make_payload as write_random_file
 from mcp_read import RawStdioClient, cpu_model, package_version
 from peers import (
     Nginx,
@@ -120,15 +121,7 @@ class Payload:
 
 
 def make_payload(path: Path, size: int) -> Payload:
-    digest = hashlib.sha256()
-    with path.open("wb") as out:
-        remaining = size
-        while remaining:
-            block = os.urandom(min(remaining, 8 * MiB))
-            out.write(block)
-            digest.update(block)
-            remaining -= len(block)
-    return Payload(path, size, digest.hexdigest())
+    return Payload(path, size, write_random_file(path, size))
 
 
 # -- curl, wrk -------------------------------------------------------------------------------------------
