@@ -84,7 +84,7 @@ def require(scope: Scope) -> Callable[[Request], Awaitable[Caller]]:
     return dependency
 
 
-def base_url(request: Request) -> str:
+async def base_url(request: Request) -> str:
     """Where clients reach this server, for absolute links in responses."""
     configured = app_state(request.app).settings.public_url
     if configured:
@@ -92,8 +92,22 @@ def base_url(request: Request) -> str:
     return str(request.base_url).rstrip("/")
 
 
-ServiceDep = Annotated[ArtifactService, Depends(get_service)]
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
-SettingsDep = Annotated[Settings, Depends(get_settings)]
+# The dependencies are coroutines because FastAPI runs a plain ``def`` one in a worker thread: a thread hop
+# per dependency and request, for an attribute lookup.
+async def _service_dependency(request: Request) -> ArtifactService:
+    return get_service(request)
+
+
+async def _runtime_dependency(request: Request) -> Runtime:
+    return get_runtime(request)
+
+
+async def _settings_dependency(request: Request) -> Settings:
+    return get_settings(request)
+
+
+ServiceDep = Annotated[ArtifactService, Depends(_service_dependency)]
+RuntimeDep = Annotated[Runtime, Depends(_runtime_dependency)]
+SettingsDep = Annotated[Settings, Depends(_settings_dependency)]
 CallerDep = Annotated[Caller, Depends(get_caller)]
 BaseUrlDep = Annotated[str, Depends(base_url)]

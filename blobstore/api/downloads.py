@@ -58,18 +58,17 @@ def content_headers(artifact: Artifact) -> dict[str, str]:
     }
 
 
+async def _chained(first: bytes | None, source: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    if first is None:
+        return
+    yield first
+    async for piece in source:
+        yield piece
+
+
 async def _primed(source: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     """Pull the first piece before the response starts: a missing or corrupt first chunk is a clean error."""
-    first = await anext(source, None)
-
-    async def rest() -> AsyncIterator[bytes]:
-        if first is None:
-            return
-        yield first
-        async for piece in source:
-            yield piece
-
-    return rest()
+    return _chained(await anext(source, None), source)
 
 
 class _WholeFileResponse(FileResponse):
@@ -177,6 +176,11 @@ async def build_download(
             return await _file_response(path, headers, size)
     if start == end:
         return Response(status_code=status, headers=headers)
-    return StreamingResponse(
-        await _primed(service.stream(blob, start, end)), status_code=status, headers=headers
-    )
+    source = service.stream(blob, start, end)
+    first = await anext(source, None)
+    if first is not None and len(first) == end - start and await anext(source, None) is None:
+        # The whole range came from one storage chunk (a small range or window): a plain response, without
+        # the task group and disconnect listener a StreamingResponse runs per request. The second pull ends
+        # the source, which closes its file.
+        return Response(first, status_code=status, headers=headers)
+    return StreamingResponse(_chained(first, source), status_code=status, headers=headers)

@@ -1,0 +1,215 @@
+"""The servers ``bench/run.py`` measures: ``blobstore serve`` and its peers nginx and docker-registry.
+
+Each is a context manager that starts the process on a free loopback port, waits until it answers, yields
+what the workloads need and stops it. A missing peer binary yields None, so the suite reports it and goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from mcp_read import children_of
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def find_binary(name: str) -> str | None:
+    return shutil.which(name) or next(
+        (str(p) for p in (Path("/usr/sbin") / name, Path("/usr/bin") / name) if p.exists()), None
+    )
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"{process.args!r} exited early with {process.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except urllib.error.HTTPError:
+            return  # it answers: any status will do
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"{url} did not become ready")
+
+
+def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    if process.poll() is None:
+        process.send_signal(sig)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants (granian serves from worker processes under the one started)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(children_of(current))
+    return found
+
+
+def status_kib(pid: int, key: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of the process tree so far (its workers included)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for member in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / ticks
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The largest ``VmHWM`` of the process tree: the peak resident set of its busiest process."""
+    return max(status_kib(p, "VmHWM") for p in process_tree(pid)) / 1024
+
+
+@dataclass
+class Ours:
+    base: str
+    pid: int
+    data_dir: Path
+
+
+@contextlib.contextmanager
+def blobstore_serve(work: Path) -> Iterator[Ours]:
+    data_dir = work / "ours-data"
+    port = free_port()
+    command = [str(Path(sys.executable).with_name("blobstore")), "serve", "--port", str(port)]
+    command += ["--data-dir", str(data_dir)]
+    env = {**os.environ, "BLOBSTORE_LOG_LEVEL": "warning"}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_ready(f"{base}/readyz", process)
+        yield Ours(base, process.pid, data_dir)
+    finally:
+        stop(process, signal.SIGINT)
+
+
+@dataclass
+class Nginx:
+    base: str
+    root: Path
+    """``root/<name>`` is served at ``base/<name>``; ``PUT base/up/<name>`` writes ``root/up/<name>``."""
+    version: str
+    pid: int
+
+
+@contextlib.contextmanager
+def nginx(work: Path) -> Iterator[Nginx | None]:
+    binary = find_binary("nginx")
+    if binary is None:
+        yield None
+        return
+    root = work / "nginx"
+    (root / "up").mkdir(parents=True)
+    port = free_port()
+    conf = root / "nginx.conf"
+    conf.write_text(
+        f"""
+daemon off; worker_processes 1; pid {root}/nginx.pid; error_log {root}/error.log; user root;
+events {{ worker_connections 256; }}
+http {{
+  access_log off; sendfile on; tcp_nopush on; keepalive_requests 1000000;
+  client_body_temp_path {root}/up; proxy_temp_path {root}; fastcgi_temp_path {root};
+  uwsgi_temp_path {root}; scgi_temp_path {root};
+  server {{
+    listen 127.0.0.1:{port}; root {root};
+    location /up/ {{ dav_methods PUT; client_max_body_size 0; create_full_put_path on; }}
+  }}
+}}
+"""
+    )
+    version = subprocess.run([binary, "-v"], capture_output=True, text=True).stderr.strip()
+    process = subprocess.Popen([binary, "-c", str(conf), "-p", str(root)])
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_ready(f"{base}/", process)
+        yield Nginx(base, root, version.removeprefix("nginx version: "), process.pid)
+    finally:
+        stop(process, signal.SIGQUIT)
+
+
+@dataclass
+class Registry:
+    base: str
+    version: str
+
+    def blob_url(self, sha256: str) -> str:
+        return f"{self.base}/v2/bench/blobs/sha256:{sha256}"
+
+    def start_upload(self) -> str:
+        """Open an upload session; the monolithic ``PUT <location>&digest=`` is what the workload times."""
+        request = urllib.request.Request(f"{self.base}/v2/bench/blobs/uploads/", method="POST")
+        with urllib.request.urlopen(request) as response:
+            location: str = response.headers["Location"]
+        return location if location.startswith("http") else self.base + location
+
+
+@contextlib.contextmanager
+def docker_registry(work: Path) -> Iterator[Registry | None]:
+    binary = find_binary("docker-registry")
+    if binary is None:
+        yield None
+        return
+    root = work / "registry"
+    root.mkdir()
+    port = free_port()
+    conf = root / "config.yml"
+    conf.write_text(
+        json.dumps(
+            {
+                "version": 0.1,
+                "log": {"level": "error", "accesslog": {"disabled": True}},
+                "storage": {"filesystem": {"rootdirectory": str(root / "data")}, "delete": {"enabled": True}},
+                "http": {"addr": f"127.0.0.1:{port}"},
+            }
+        )
+    )
+    version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.split()
+    process = subprocess.Popen(
+        [binary, "serve", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_ready(f"{base}/v2/", process)
+        yield Registry(base, version[-1] if version else "unknown")
+    finally:
+        stop(process)
