@@ -136,10 +136,14 @@ class ArtifactService:
                 raise TooLarge(max_size=self.settings.max_artifact_size)
             await self.check_quota(caller.namespace, expected_size)
         max_size, quota_bound = await self.size_limit(caller.namespace)
+        head = bytearray()
         try:
             try:
                 blob = await self.blobs.put(
-                    data, expected_size=expected_size, expected_sha256=expected_sha256, max_size=max_size
+                    _keeping_head(data, head),
+                    expected_size=expected_size,
+                    expected_sha256=expected_sha256,
+                    max_size=max_size,
                 )
             except TooLarge:
                 # Stop an undeclared stream at the quota rather than after receiving it whole.
@@ -154,6 +158,7 @@ class ArtifactService:
                 expires_at=expires_at,
                 metadata=user_metadata,
                 pinned=pinned,
+                head=bytes(head),
             )
         except BlobstoreError as exc:
             self.audit.outcome(caller, "upload", exc.code, started, size=expected_size)
@@ -172,15 +177,20 @@ class ArtifactService:
         metadata: dict[str, Any],
         pinned: bool = False,
         completion: CompletionClaim | None = None,
+        head: bytes | None = None,
     ) -> Artifact:
         """Commit the row for a verified, published generation; drop the generation if deduplicated.
+
+        ``head`` is the blob's first bytes (up to ``PROBE_BYTES``) when the caller kept them on the way in;
+        otherwise they are read back from the blob store for the MIME sniffing.
 
         The namespace quota is checked again inside the commit's transaction, atomically with it; with
         ``completion``, the same transaction completes that upload (``MetadataRepository.commit_artifact``).
         """
         try:
             await self.check_quota(caller.namespace, blob.size)
-            head = await self._head(blob)
+            if head is None:
+                head = await self._head(blob)
             mime = resolve_mime(declared_mime, name, head)
             new = NewArtifact(
                 id=new_artifact_id(),
@@ -319,3 +329,11 @@ class ArtifactService:
         if updated is None:
             raise NotFound()
         return updated
+
+
+async def _keeping_head(data: AsyncIterable[bytes], head: bytearray) -> AsyncIterator[bytes]:
+    """``data`` unchanged, its first ``PROBE_BYTES`` copied into ``head`` as they pass (for sniffing)."""
+    async for piece in data:
+        if len(head) < PROBE_BYTES:
+            head += piece[: PROBE_BYTES - len(head)]
+        yield piece

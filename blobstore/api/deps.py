@@ -1,5 +1,8 @@
 """Request dependencies: the runtime's parts, the settings and the caller, each reached through one function.
 
+Every dependency is a coroutine function, even where it does not await: FastAPI runs a plain function in
+a worker thread, one thread hop per dependency per request.
+
 Every route takes its :class:`~blobstore.models.Caller` from :func:`get_caller`, so authentication and the
 scope check happen in one place for the whole API (MCP over HTTP uses the same authenticator).
 """
@@ -41,19 +44,19 @@ def app_state(app: Starlette) -> AppState:
     return state
 
 
-def get_state(request: Request) -> AppState:
+async def get_state(request: Request) -> AppState:
     return app_state(request.app)
 
 
-def get_service(request: Request) -> ArtifactService:
+async def get_service(request: Request) -> ArtifactService:
     return app_state(request.app).service
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:
     return app_state(request.app).runtime
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return app_state(request.app).settings
 
 

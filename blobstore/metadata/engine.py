@@ -51,7 +51,7 @@ def create_engine(database_url: str, **kwargs: Any) -> AsyncEngine:
         if url.database and url.database != ":memory:":
             _create_private_file(Path(url.database))
         engine = create_async_engine(url, **kwargs)
-        _configure_sqlite(engine)
+        _configure_sqlite(engine.sync_engine)
         _translate_resource_errors(engine.sync_engine)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
@@ -95,6 +95,26 @@ def create_sqlite_read_engine(database_url: str) -> sa.Engine | None:
     return engine
 
 
+def create_sqlite_write_engine(database_url: str) -> sa.Engine | None:
+    """A synchronous engine over the same SQLite file for the group commits of new artifacts.
+
+    A whole group's transaction runs in one worker-thread call on a plain ``sqlite3`` connection, where the
+    async engine would make a round trip to aiosqlite's thread for every statement. Same settings as the
+    async engine (WAL, ``BEGIN IMMEDIATE``, ``synchronous=FULL``, error translation). Returns None for
+    anything but a SQLite file.
+    """
+    database = sqlite_file(database_url)
+    if database is None:
+        return None
+    _create_private_file(database)
+    engine = sa.create_engine(
+        make_url(database_url).set(drivername="sqlite+pysqlite"), connect_args={"check_same_thread": False}
+    )
+    _configure_sqlite(engine)
+    _translate_resource_errors(engine)
+    return engine
+
+
 def _create_private_file(path: Path) -> None:
     """Create the database file 0600 before SQLite does.
 
@@ -110,8 +130,8 @@ def _create_private_file(path: Path) -> None:
         os.close(fd)
 
 
-def _configure_sqlite(engine: AsyncEngine) -> None:
-    @sa.event.listens_for(engine.sync_engine, "connect")
+def _configure_sqlite(engine: sa.Engine) -> None:
+    @sa.event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Leave transaction control to the "begin" hook below; pysqlite would otherwise emit a deferred BEGIN
         # lazily before the first write, which is where "database is locked" upgrades come from.
@@ -127,7 +147,7 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         finally:
             cursor.close()
 
-    @sa.event.listens_for(engine.sync_engine, "begin")
+    @sa.event.listens_for(engine, "begin")
     def _on_begin(conn: sa.Connection) -> None:
         if conn.get_execution_options().get(READ_ONLY):
             conn.exec_driver_sql("BEGIN")

@@ -125,6 +125,7 @@ class _TempFile:
             # A sweep removed the file between its creation and the lock: take another name.
             os.close(fd)
         self.fd: int | None = fd
+        self.removed = False
 
     def fileno(self) -> int:
         if self.fd is None:
@@ -141,6 +142,7 @@ class _TempFile:
             self.close()
         finally:
             self.path.unlink(missing_ok=True)
+            self.removed = True
 
 
 class LocalBlobStore(StagedWrites):
@@ -191,7 +193,7 @@ class LocalBlobStore(StagedWrites):
     # -- writes ---------------------------------------------------------------------------------------------
 
     async def _blob_sink(self, claimed_sha256: str | None) -> BlobSink:
-        return _TempSink(self, await self._run(_TempFile, self._tmp))
+        return _TempSink(self)
 
     async def _commit_sink(
         self, staging_ref: str, chunks: Sequence[ChunkReceipt], size: int, claimed_sha256: str | None
@@ -452,20 +454,40 @@ def _append_chunk(temp: _TempFile, path: Path, receipt: ChunkReceipt, writer: Ha
 
 
 class _TempSink:
-    """A temp file that becomes a blob: hard-linked under its generation key, then discarded."""
+    """A temp file that becomes a blob: hard-linked under its generation key, then discarded.
 
-    def __init__(self, store: LocalBlobStore, temp: _TempFile) -> None:
+    The file is created by the first worker-thread call that needs it and removed by the one that publishes
+    it, so a small body costs two thread hops (write, publish) rather than four.
+    """
+
+    def __init__(self, store: LocalBlobStore, temp: _TempFile | None = None) -> None:
         self.store = store
-        self.temp = temp
+        self._temp = temp
+
+    def _file(self) -> _TempFile:
+        if self._temp is None:
+            self._temp = _TempFile(self.store._tmp)
+        return self._temp
 
     async def write(self, data: bytearray, hasher: HashingWriter | ChunkHasher) -> None:
-        await self.store._run(_write_hashed, self.temp, data, hasher)
+        await self.store._run(self._write, data, hasher)
+
+    def _write(self, data: bytearray, hasher: HashingWriter | ChunkHasher) -> None:
+        _write_hashed(self._file(), data, hasher)
 
     async def publish(self, digest: StreamDigest) -> str:
-        return await self.store._run(self.store._publish_blob, self.temp, digest.sha256)
+        return await self.store._run(self._publish, digest.sha256)
+
+    def _publish(self, sha256: str) -> str:
+        temp = self._file()
+        key = self.store._publish_blob(temp, sha256)
+        # The generation's link holds the bytes now: drop the temp name in the same thread call.
+        temp.discard()
+        return key
 
     async def discard(self) -> None:
-        await self.store._run(self.temp.discard)
+        if self._temp is not None and not self._temp.removed:
+            await self.store._run(self._temp.discard)
 
 
 class _StagingSink(_TempSink):
@@ -476,9 +498,9 @@ class _StagingSink(_TempSink):
         self.area = area
 
     async def append_staged(self, receipt: ChunkReceipt, writer: HashingWriter) -> None:
-        await self.store._run(_append_chunk, self.temp, self.area / str(receipt.index), receipt, writer)
+        await self.store._run(_append_chunk, self._file(), self.area / str(receipt.index), receipt, writer)
 
     async def keep(self, receipt: ChunkReceipt) -> ChunkReceipt:
         return await self.store._run(
-            self.store._publish_chunk, self.temp, self.area / str(receipt.index), receipt
+            self.store._publish_chunk, self._file(), self.area / str(receipt.index), receipt
         )

@@ -3,15 +3,17 @@ transaction), and the reads and changes of one namespace's artifacts."""
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from blobstore.errors import CompletionLost, Conflict, QuotaExceeded
 from blobstore.metadata.repository import rows
 from blobstore.metadata.repository.base import LIVE, RepositoryBase, visible
+from blobstore.metadata.repository.group_commit import GroupCommit
 from blobstore.metadata.tables import artifacts, blobs, uploads
 from blobstore.models import (
     UNSET,
@@ -29,6 +31,12 @@ _COMMIT_ATTEMPTS = 3
 
 class ArtifactRepository(RepositoryBase):
     """Artifact rows, scoped by namespace, and the commit that creates them."""
+
+    def __init__(self, engine: AsyncEngine, **options: Any) -> None:
+        super().__init__(engine, **options)
+        # SQLite has one writer: concurrent commits share transactions rather than queue for its lock.
+        writer = self._sync_writer
+        self._commits = GroupCommit[CommitResult](writer) if writer is not None else None
 
     async def commit_artifact(
         self,
@@ -54,68 +62,85 @@ class ArtifactRepository(RepositoryBase):
         Concurrent dedups onto one blob share the lock, so a popular blob is not a hot row. SQLite gets the
         same guarantee from ``BEGIN IMMEDIATE``.
         """
+        commit = functools.partial(
+            self._commit_artifact, blob=blob, artifact=artifact, quota=quota, completion=completion, now=now
+        )
+        if self._commits is not None:
+            return await self._commits.run(commit)
+        async with self._engine.begin() as conn:
+            return await conn.run_sync(commit)
+
+    def _commit_artifact(
+        self,
+        conn: sa.Connection,
+        *,
+        blob: BlobInfo,
+        artifact: NewArtifact,
+        quota: int | None,
+        completion: CompletionClaim | None,
+        now: datetime | None,
+    ) -> CommitResult:
         same_content = (blobs.c.sha256 == blob.sha256, blobs.c.size == blob.size, blobs.c.state == LIVE)
         moment = now if now is not None else artifact.created_at
-        async with self._engine.begin() as conn:
-            if completion is not None:
-                await self._finish_completion(conn, completion, artifact.id, moment)
-            if quota is not None:
-                await self._lock_namespace(conn, "quota", artifact.namespace)
-                used = await conn.scalar(
-                    sa.select(sa.func.coalesce(sa.func.sum(artifacts.c.size), 0)).where(
-                        artifacts.c.namespace == artifact.namespace, visible(moment)
-                    )
+        if completion is not None:
+            self._finish_completion(conn, completion, artifact.id, moment)
+        if quota is not None:
+            lock = self._namespace_lock("quota", artifact.namespace)
+            if lock is not None:
+                conn.execute(lock)
+            used = conn.scalar(
+                sa.select(sa.func.coalesce(sa.func.sum(artifacts.c.size), 0)).where(
+                    artifacts.c.namespace == artifact.namespace, visible(moment)
                 )
-                if int(used or 0) + blob.size > quota:
-                    raise QuotaExceeded(quota=quota, used=int(used or 0))
-            for _ in range(_COMMIT_ATTEMPTS):
-                # Clear a pending GC mark first, by an exclusive row lock taken only when there is a mark:
-                # taking FOR SHARE first and then updating would deadlock two commits of the same content.
-                await conn.execute(
-                    sa.update(blobs)
-                    .where(*same_content, blobs.c.unreferenced_since.is_not(None))
-                    .values(unreferenced_since=None)
-                )
-                found = (
-                    await conn.execute(sa.select(blobs).where(*same_content).with_for_update(read=True))
-                ).first()
-                if found is not None:
-                    record = rows.blob_record(found._mapping)
-                    stored = await self._insert_artifact(conn, artifact, record)
-                    return CommitResult(artifact=stored, blob=record, deduplicated=True)
-                inserted = (
-                    await conn.execute(
-                        self._insert(blobs)
-                        .values(
-                            sha256=blob.sha256,
-                            storage_key=blob.key,
-                            size=blob.size,
-                            # The columns keep their first names: they hold the integrity blocks.
-                            chunk_size=blob.block_size,
-                            chunk_xxh3=",".join(blob.block_xxh3),
-                            state=LIVE,
-                            created_at=artifact.created_at,
-                        )
-                        # A literal predicate: a bound parameter stops matching the partial index once
-                        # PostgreSQL switches the prepared statement to a generic plan (6th execution).
-                        .on_conflict_do_nothing(
-                            index_elements=["sha256"], index_where=sa.text(f"state = '{LIVE}'")
-                        )
-                        .returning(*blobs.c)
+            )
+            if int(used or 0) + blob.size > quota:
+                raise QuotaExceeded(quota=quota, used=int(used or 0))
+        for _ in range(_COMMIT_ATTEMPTS):
+            # Clear a pending GC mark first, by an exclusive row lock taken only when there is a mark:
+            # taking FOR SHARE first and then updating would deadlock two commits of the same content.
+            conn.execute(
+                sa.update(blobs)
+                .where(*same_content, blobs.c.unreferenced_since.is_not(None))
+                .values(unreferenced_since=None)
+            )
+            found = (conn.execute(sa.select(blobs).where(*same_content).with_for_update(read=True))).first()
+            if found is not None:
+                record = rows.blob_record(found._mapping)
+                stored = self._insert_artifact(conn, artifact, record)
+                return CommitResult(artifact=stored, blob=record, deduplicated=True)
+            inserted = (
+                conn.execute(
+                    self._insert(blobs)
+                    .values(
+                        sha256=blob.sha256,
+                        storage_key=blob.key,
+                        size=blob.size,
+                        # The columns keep their first names: they hold the integrity blocks.
+                        chunk_size=blob.block_size,
+                        chunk_xxh3=",".join(blob.block_xxh3),
+                        state=LIVE,
+                        created_at=artifact.created_at,
                     )
-                ).first()
-                if inserted is not None:
-                    record = rows.blob_record(inserted._mapping)
-                    stored = await self._insert_artifact(conn, artifact, record)
-                    return CommitResult(artifact=stored, blob=record, deduplicated=False)
-                # Another transaction committed a live blob with this digest after our SELECT; dedup onto it.
-            # Raised inside the transaction, so that it rolls back (the completion above included).
-            raise Conflict("concurrent commits of the same content kept conflicting; retry")
+                    # A literal predicate: a bound parameter stops matching the partial index once
+                    # PostgreSQL switches the prepared statement to a generic plan (6th execution).
+                    .on_conflict_do_nothing(
+                        index_elements=["sha256"], index_where=sa.text(f"state = '{LIVE}'")
+                    )
+                    .returning(*blobs.c)
+                )
+            ).first()
+            if inserted is not None:
+                record = rows.blob_record(inserted._mapping)
+                stored = self._insert_artifact(conn, artifact, record)
+                return CommitResult(artifact=stored, blob=record, deduplicated=False)
+            # Another transaction committed a live blob with this digest after our SELECT; dedup onto it.
+        # Raised inside the transaction (or its savepoint), so that it rolls back (the completion above too).
+        raise Conflict("concurrent commits of the same content kept conflicting; retry")
 
-    async def _finish_completion(
-        self, conn: AsyncConnection, claim: CompletionClaim, artifact_id: str, now: datetime
+    def _finish_completion(
+        self, conn: sa.Connection, claim: CompletionClaim, artifact_id: str, now: datetime
     ) -> None:
-        finished = await conn.execute(
+        finished = conn.execute(
             sa.update(uploads)
             .where(
                 uploads.c.id == claim.upload_id,
@@ -133,11 +158,9 @@ class ArtifactRepository(RepositoryBase):
         if finished.rowcount != 1:
             raise CompletionLost()
 
-    async def _insert_artifact(
-        self, conn: AsyncConnection, artifact: NewArtifact, blob: BlobRecord
-    ) -> Artifact:
+    def _insert_artifact(self, conn: sa.Connection, artifact: NewArtifact, blob: BlobRecord) -> Artifact:
         row = (
-            await conn.execute(
+            conn.execute(
                 sa.insert(artifacts)
                 .values(
                     id=artifact.id,

@@ -21,7 +21,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from blobstore.diskspace import SpaceReserve, check_free
 from blobstore.errors import BlobstoreError, StorageFull, StorageUnavailable
-from blobstore.metadata.engine import READ_ONLY, create_engine, create_sqlite_read_engine, sqlite_file
+from blobstore.metadata.engine import (
+    READ_ONLY,
+    create_engine,
+    create_sqlite_read_engine,
+    create_sqlite_write_engine,
+    sqlite_file,
+)
 from blobstore.metadata.tables import artifacts
 from blobstore.models import UploadState
 
@@ -43,11 +49,13 @@ class RepositoryBase:
         engine: AsyncEngine,
         *,
         sync_reader: sa.Engine | None = None,
+        sync_writer: sa.Engine | None = None,
         reserve: SpaceReserve | None = None,
     ) -> None:
         self._engine = engine
         self._reader = engine.execution_options(**{READ_ONLY: True})
         self._sync_reader = sync_reader
+        self._sync_writer = sync_writer
         self._sync_limiter = anyio.CapacityLimiter(8)
         self._reserve = reserve
 
@@ -55,13 +63,17 @@ class RepositoryBase:
     async def open(cls, database_url: str, *, reserve: SpaceReserve | None = None) -> Self:
         """The repository over ``database_url``; ``reserve`` is the disk reserve :meth:`freeing` releases."""
         return cls(
-            create_engine(database_url), sync_reader=create_sqlite_read_engine(database_url), reserve=reserve
+            create_engine(database_url),
+            sync_reader=create_sqlite_read_engine(database_url),
+            sync_writer=create_sqlite_write_engine(database_url),
+            reserve=reserve,
         )
 
     async def close(self) -> None:
         await self._engine.dispose()
-        if self._sync_reader is not None:
-            self._sync_reader.dispose()
+        for sync_engine in (self._sync_reader, self._sync_writer):
+            if sync_engine is not None:
+                sync_engine.dispose()
 
     @property
     def engine(self) -> AsyncEngine:
@@ -152,9 +164,15 @@ class RepositoryBase:
         SQLite's ``BEGIN IMMEDIATE`` already serialises all writers; PostgreSQL takes a transaction-scoped
         advisory lock, released at commit or rollback.
         """
-        if self.dialect == "postgresql":
-            key = advisory_key(f"{purpose}:{namespace}")
-            await conn.execute(sa.select(sa.func.pg_advisory_xact_lock(key)))
+        statement = self._namespace_lock(purpose, namespace)
+        if statement is not None:
+            await conn.execute(statement)
+
+    def _namespace_lock(self, purpose: str, namespace: str) -> sa.Select[Any] | None:
+        """The statement :meth:`_lock_namespace` runs; None where the transaction itself serialises."""
+        if self.dialect != "postgresql":
+            return None
+        return sa.select(sa.func.pg_advisory_xact_lock(advisory_key(f"{purpose}:{namespace}")))
 
     def _insert(self, table: sa.Table) -> postgresql.Insert | sqlite.Insert:
         """An INSERT with ``on_conflict_do_nothing`` in this database's dialect."""
