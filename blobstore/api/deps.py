@@ -44,6 +44,8 @@ def app_state(app: Starlette) -> AppState:
     return state
 
 
+# The dependencies are coroutines because FastAPI runs a plain ``def`` one in a worker thread: a thread hop
+# per dependency and request, for an attribute lookup.
 async def get_state(request: Request) -> AppState:
     return app_state(request.app)
 
@@ -95,22 +97,8 @@ async def base_url(request: Request) -> str:
     return str(request.base_url).rstrip("/")
 
 
-# The dependencies are coroutines because FastAPI runs a plain ``def`` one in a worker thread: a thread hop
-# per dependency and request, for an attribute lookup.
-async def _service_dependency(request: Request) -> ArtifactService:
-    return get_service(request)
-
-
-async def _runtime_dependency(request: Request) -> Runtime:
-    return get_runtime(request)
-
-
-async def _settings_dependency(request: Request) -> Settings:
-    return get_settings(request)
-
-
-ServiceDep = Annotated[ArtifactService, Depends(_service_dependency)]
-RuntimeDep = Annotated[Runtime, Depends(_runtime_dependency)]
-SettingsDep = Annotated[Settings, Depends(_settings_dependency)]
+ServiceDep = Annotated[ArtifactService, Depends(get_service)]
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
 CallerDep = Annotated[Caller, Depends(get_caller)]
 BaseUrlDep = Annotated[str, Depends(base_url)]

@@ -144,7 +144,7 @@ def _overrides(request: Request) -> bool:
     return request.headers.get(METHOD_OVERRIDE, "").strip().upper() in {"PATCH", "HEAD", "DELETE"}
 
 
-def get_tus(request: Request) -> TusUploads:
+async def get_tus(request: Request) -> TusUploads:
     """The running store's :class:`TusUploads`: one per runtime, so requests for one upload share its lock."""
     return app_state(request.app).runtime.tus
 
