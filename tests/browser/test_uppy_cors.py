@@ -26,9 +26,10 @@ from typing import Any, NoReturn
 import httpx
 import pytest
 
+from tests.fixtures.commands import run_cli
 from tests.fixtures.peers import peer_missing
 from tests.fixtures.ports import free_port
-from tests.fixtures.server import BLOBSTORE, Server, start_server, stop_server
+from tests.fixtures.server import Server, isolated_env, start_server, stop_server
 
 JS_DIR = Path(__file__).parent / "js"
 NODE = shutil.which("node")
@@ -96,15 +97,9 @@ def page_origin(page_assets: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]
 
 
 def create_token(data_dir: Path) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BLOBSTORE_")}
-    env["BLOBSTORE_DATA_DIR"] = str(data_dir)
-    done = subprocess.run(
-        [str(BLOBSTORE), "token", "create", "--namespace", "web", "--scopes", "read,write", "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    done = run_cli(
+        ["token", "create", "--namespace", "web", "--scopes", "read,write", "--json"],
+        isolated_env({"BLOBSTORE_DATA_DIR": str(data_dir)}),
     )
     assert done.returncode == 0, done.stderr
     token: str = json.loads(done.stdout)["token"]

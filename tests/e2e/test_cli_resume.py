@@ -14,8 +14,9 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from tests.e2e.clirun import PtyProcess, run_cli
+from tests.e2e.clirun import PtyProcess
 from tests.e2e.files import MiB, write_distinct_blocks
+from tests.fixtures.commands import run_cli
 from tests.fixtures.server import Server, cli_env, start_server, stop_server
 from tests.fixtures.waiting import wait_until
 

@@ -138,6 +138,24 @@ def resume(server: Server) -> None:
     os.killpg(server.process.pid, signal.SIGCONT)
 
 
+def interrupt_while_paused(terminal: Tmux, server: Server, name: str, transfer: str) -> None:
+    """Ctrl-C to the ``transfer`` in window ``name`` while ``server`` is paused, so that the transfer is
+    certainly still running; it must exit 130 with the one line that says how to resume it."""
+    pause(server)
+    try:
+        assert terminal.dead_status(name) is None, f"the {transfer} finished before it could be interrupted"
+        terminal.interrupt(name)
+        status = terminal.wait_exit(name)
+    finally:
+        resume(server)
+    interrupted = terminal.screen(name)
+    assert status == 130, interrupted
+    assert (
+        interrupted[-1] == f"blobstore: interrupted; run the same command again to resume the {transfer}"
+    ), interrupted
+    assert "Aborted!" not in interrupted
+
+
 def wait_for_file(pattern: str, root: Path, terminal: Tmux, name: str) -> Path:
     def appeared() -> Path | None:
         found = next(iter(root.glob(pattern)), None)
@@ -205,24 +223,12 @@ def test_interrupted_upload_says_that_the_same_command_resumes_it(
     # The resume state is written once the upload exists on the server: pause the server there, so the
     # upload is certainly still running when Ctrl-C arrives.
     wait_for_file("cache/mcp-blobstore/uploads/*.json", tmp_path, terminal, "first")
-    pause(own_server)
-    try:
-        assert terminal.dead_status("first") is None, "the upload finished before it could be interrupted"
-        terminal.interrupt("first")
-        status = terminal.wait_exit("first")
-    finally:
-        resume(own_server)
-    interrupted = terminal.screen("first")
+    interrupt_while_paused(terminal, own_server, "first", "upload")
 
     terminal.run("again", command)
     again_status = terminal.wait_exit("again")
     again = terminal.screen("again")
 
-    assert status == 130, interrupted
-    assert interrupted[-1] == ("blobstore: interrupted; run the same command again to resume the upload"), (
-        interrupted
-    )
-    assert "Aborted!" not in interrupted
     assert again_status == 0, again
     assert_clean_transfer(again, ["big.bin"])
     assert ", resumed: " in again[-1]
@@ -242,21 +248,9 @@ def test_interrupted_download_says_that_the_same_command_resumes_it(
     # The partial file exists once the download has started: pause the server there, so the download is
     # certainly still running when Ctrl-C arrives.
     wait_for_file("back.bin.part", tmp_path, terminal, "first")
-    pause(own_server)
-    try:
-        assert terminal.dead_status("first") is None, "the download finished before it could be interrupted"
-        terminal.interrupt("first")
-        status = terminal.wait_exit("first")
-    finally:
-        resume(own_server)
-    interrupted = terminal.screen("first")
+    interrupt_while_paused(terminal, own_server, "first", "download")
     terminal.run("again", command)
     again_status = terminal.wait_exit("again")
 
-    assert status == 130, interrupted
-    assert interrupted[-1] == ("blobstore: interrupted; run the same command again to resume the download"), (
-        interrupted
-    )
-    assert "Aborted!" not in interrupted
     assert again_status == 0, terminal.screen("again")
     assert (tmp_path / "back.bin").read_bytes() == (tmp_path / "src.bin").read_bytes()
