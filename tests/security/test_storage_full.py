@@ -17,6 +17,7 @@ from blobstore.api import create_app
 from blobstore.models import Caller
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
+from tests.fixtures.asgi import app_client
 from tests.fixtures.settings import make_settings
 from tests.security.conftest import BASE, payload
 
@@ -50,10 +51,7 @@ async def disk(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, Artifac
     settings = make_settings(tmp_path, storage_url=root.as_uri())
     async with open_service(settings) as service:
         app = create_app(settings, service=service)
-        async with (
-            app.router.lifespan_context(app),
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http,
-        ):
+        async with app_client(app, BASE) as http:
             yield http, service, root
 
 
