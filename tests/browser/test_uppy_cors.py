@@ -29,7 +29,7 @@ import pytest
 from tests.fixtures.commands import run_cli
 from tests.fixtures.peers import peer_missing
 from tests.fixtures.ports import free_port
-from tests.fixtures.server import Server, isolated_env, start_server, stop_server
+from tests.fixtures.server import Server, isolated_env, serving
 
 JS_DIR = Path(__file__).parent / "js"
 NODE = shutil.which("node")
@@ -112,11 +112,8 @@ def cors_server(page_origin: tuple[str, Path], tmp_path: Path) -> Iterator[tuple
     root = tmp_path / "server"
     root.mkdir()
     token = create_token(root / "data")
-    running = start_server(root, "--cors-origins", page_origin[0])
-    try:
+    with serving(root, "--cors-origins", page_origin[0]) as running:
         yield running, token
-    finally:
-        stop_server(running)
 
 
 def kill_group(driver: subprocess.Popen[str]) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.files import write_distinct_blocks
-from tests.fixtures.server import BLOBSTORE, Server, cli_env, start_server, stop_server
+from tests.fixtures.server import BLOBSTORE, Server, cli_env, serving
 from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -112,13 +112,12 @@ def own_server(tmp_path: Path) -> Iterator[Server]:
     """A server of its own: the interruption tests pause it (SIGSTOP), which must not hold up others."""
     root = tmp_path / "server"
     root.mkdir()
-    running = start_server(root)
-    try:
-        yield running
-    finally:
-        os.killpg(running.process.pid, signal.SIGCONT)
-        stop_server(running)
-        shutil.rmtree(root, ignore_errors=True)
+    with serving(root) as running:
+        try:
+            yield running
+        finally:
+            resume(running)  # a paused server could not stop in time
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

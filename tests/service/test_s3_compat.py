@@ -16,21 +16,12 @@ from blobstore.models import Caller
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from tests.fixtures.s3rver import S3rverEndpoint
+from tests.fixtures.streams import chunks_of, read_back
 from tests.storage.conftest import S3_ENDPOINTS
 
 pytestmark = pytest.mark.s3
 
 MiB = 1024 * 1024
-
-
-async def chunks_of(data: bytes, size: int = MiB) -> AsyncIterator[bytes]:
-    for start in range(0, len(data), size):
-        yield data[start : start + size]
-
-
-async def read_back(service: ArtifactService, caller: Caller, artifact_id: str) -> bytes:
-    _artifact, blob = await service.open_artifact(caller, artifact_id)
-    return b"".join([piece async for piece in service.stream(blob)])
 
 
 async def open_on(request: pytest.FixtureRequest, s3: str, tmp_path: Path) -> AsyncIterator[ArtifactService]:

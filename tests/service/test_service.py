@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import anyio
@@ -22,16 +21,7 @@ from blobstore.errors import (
 )
 from blobstore.models import Caller, UploadState
 from blobstore.service import ArtifactService
-
-
-async def chunks_of(data: bytes, size: int = 10_000) -> AsyncIterator[bytes]:
-    for start in range(0, len(data), size):
-        yield data[start : start + size]
-
-
-async def read_back(service: ArtifactService, caller: Caller, artifact_id: str) -> bytes:
-    _artifact, blob = await service.open_artifact(caller, artifact_id)
-    return b"".join([piece async for piece in service.stream(blob)])
+from tests.fixtures.streams import chunks_of, read_back
 
 
 async def test_stored_artifact_reads_back_with_its_sha256(service: ArtifactService, caller: Caller) -> None:
