@@ -22,6 +22,7 @@ from blobstore.metadata.migrate import upgrade
 from blobstore.metadata.repository import MetadataRepository
 from blobstore.runtime import open_service
 from tests.fixtures.asgi import app_client
+from tests.fixtures.pg import opened_repository
 from tests.fixtures.settings import make_settings
 from tests.metadata.helpers import upload_session
 
@@ -47,11 +48,8 @@ def migrated_pg(pg_url: str) -> str:
 
 @pytest.fixture
 async def pg_repo(migrated_pg: str) -> AsyncIterator[MetadataRepository]:
-    repository = await MetadataRepository.open(migrated_pg)
-    try:
+    async with opened_repository(migrated_pg) as repository:
         yield repository
-    finally:
-        await repository.close()
 
 
 async def fail_writes(repo: MetadataRepository, table: str, sqlstate: str, message: str) -> None:
