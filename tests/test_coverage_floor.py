@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.commands import run_command
+
 ROOT = Path(__file__).resolve().parent.parent
 
 INI = """\
@@ -45,14 +47,8 @@ def project(tmp_path: Path) -> Path:
 
 def run_pytest(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(project), str(ROOT)])}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    return run_command(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], env=env, cwd=project
     )
 
 

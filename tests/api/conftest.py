@@ -13,6 +13,7 @@ from blobstore.api import create_app
 from blobstore.config import Settings
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
+from tests.fixtures.asgi import app_client
 from tests.fixtures.settings import make_settings
 
 
@@ -30,10 +31,7 @@ async def service(settings: Settings) -> AsyncIterator[ArtifactService]:
 @pytest.fixture
 async def client(settings: Settings, service: ArtifactService) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(settings, service=service)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
-    ):
+    async with app_client(app) as http:
         yield http
 
 

@@ -14,6 +14,7 @@ from blobstore.config import Settings
 from blobstore.runtime import Runtime
 from blobstore.service import ArtifactService
 from tests.api.conftest import Uploader
+from tests.fixtures.asgi import app_client
 
 
 class RecordingExtension:
@@ -51,10 +52,7 @@ async def test_extension_lifespan_gets_the_service_and_its_app_is_mounted(
 
 async def test_lifespan_opens_and_closes_its_own_service(settings: Settings) -> None:
     app = create_app(settings)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http,
-    ):
+    async with app_client(app, "http://t") as http:
         created = await http.post("/v1/artifacts", params={"name": "a"}, content=b"abc")
         assert created.status_code == 201
     assert not hasattr(app.state, "blobstore")

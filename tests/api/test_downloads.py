@@ -16,6 +16,7 @@ from blobstore.api import create_app
 from blobstore.runtime import open_service
 from tests.api.byteranges import boundary_from, parse_byteranges
 from tests.api.conftest import Uploader
+from tests.fixtures.asgi import app_client
 from tests.fixtures.settings import make_settings
 
 SIZE = 10_000
@@ -339,10 +340,7 @@ async def disk_client(tmp_path: Path) -> Any:
     disk_settings = make_settings(tmp_path, storage_url=(tmp_path / "blobs").as_uri())
     async with open_service(disk_settings) as disk_service:
         app = create_app(disk_settings, service=disk_service)
-        async with (
-            app.router.lifespan_context(app),
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
-        ):
+        async with app_client(app) as http:
             yield http
 
 

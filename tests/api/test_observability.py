@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -19,6 +18,7 @@ from blobstore.config import Settings
 from blobstore.models import Scope
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
+from tests.fixtures.asgi import app_client
 from tests.fixtures.ports import free_port
 from tests.fixtures.settings import make_settings
 
@@ -49,16 +49,6 @@ def hear_access_log(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.Monkey
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     return make_settings(tmp_path, metrics=True)
-
-
-@pytest.fixture
-async def client(settings: Settings, service: ArtifactService) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings, service=service)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
-    ):
-        yield http
 
 
 async def scrape(client: httpx.AsyncClient, **headers: str) -> Samples:
@@ -131,10 +121,7 @@ async def test_metrics_is_not_served_unless_enabled(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
     async with open_service(settings, server=False) as service:
         app = create_app(settings, service=service)
-        async with (
-            app.router.lifespan_context(app),
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
-        ):
+        async with app_client(app) as http:
             assert (await http.get("/metrics")).status_code == 404
 
 
@@ -211,10 +198,7 @@ async def test_access_log_level_is_configurable(
     hear_access_log(caplog, monkeypatch)
     async with open_service(settings, server=False) as service:
         app = create_app(settings, service=service)
-        async with (
-            app.router.lifespan_context(app),
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
-        ):
+        async with app_client(app) as http:
             assert (await http.get("/healthz")).status_code == 200
     levels = [record.levelno for record in caplog.records if record.name == "blobstore.access"]
     assert levels == ([] if expected is None else [expected])
@@ -236,10 +220,7 @@ async def test_metrics_count_storage_errors_by_operation(
     )
     async with open_service(settings, server=False) as service:
         app = create_app(settings, service=service)
-        async with (
-            app.router.lifespan_context(app),
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
-        ):
+        async with app_client(app) as http:
             before = parse((await http.get("/metrics")).text)
             failed = await http.post("/v1/artifacts", params={"name": "x.bin"}, content=b"bytes")
             assert failed.status_code == 503

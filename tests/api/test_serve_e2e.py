@@ -13,7 +13,7 @@ import pytest
 
 from blobstore.cli.serve import SERVERS
 from tests.api.byteranges import boundary_from, parse_byteranges
-from tests.fixtures.server import start_server, stop_server
+from tests.fixtures.server import serving
 
 pytestmark = pytest.mark.e2e
 
@@ -26,11 +26,8 @@ SHA = hashlib.sha256(DATA).hexdigest()
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp(f"serve-{request.param}")
     env = {"BLOBSTORE_MIN_CHUNK_SIZE": "1024", "BLOBSTORE_LOG_LEVEL": "warning"}
-    running = start_server(root, "--server", request.param, env=env)
-    try:
+    with serving(root, "--server", request.param, env=env) as running:
         yield running.url
-    finally:
-        stop_server(running)
 
 
 def chunk(index: int) -> bytes:

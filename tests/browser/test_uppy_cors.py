@@ -26,9 +26,10 @@ from typing import Any, NoReturn
 import httpx
 import pytest
 
+from tests.fixtures.commands import run_cli
 from tests.fixtures.peers import peer_missing
 from tests.fixtures.ports import free_port
-from tests.fixtures.server import BLOBSTORE, Server, start_server, stop_server
+from tests.fixtures.server import Server, isolated_env, serving
 
 JS_DIR = Path(__file__).parent / "js"
 NODE = shutil.which("node")
@@ -96,15 +97,9 @@ def page_origin(page_assets: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]
 
 
 def create_token(data_dir: Path) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BLOBSTORE_")}
-    env["BLOBSTORE_DATA_DIR"] = str(data_dir)
-    done = subprocess.run(
-        [str(BLOBSTORE), "token", "create", "--namespace", "web", "--scopes", "read,write", "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    done = run_cli(
+        ["token", "create", "--namespace", "web", "--scopes", "read,write", "--json"],
+        isolated_env({"BLOBSTORE_DATA_DIR": str(data_dir)}),
     )
     assert done.returncode == 0, done.stderr
     token: str = json.loads(done.stdout)["token"]
@@ -117,11 +112,8 @@ def cors_server(page_origin: tuple[str, Path], tmp_path: Path) -> Iterator[tuple
     root = tmp_path / "server"
     root.mkdir()
     token = create_token(root / "data")
-    running = start_server(root, "--cors-origins", page_origin[0])
-    try:
+    with serving(root, "--cors-origins", page_origin[0]) as running:
         yield running, token
-    finally:
-        stop_server(running)
 
 
 def kill_group(driver: subprocess.Popen[str]) -> None:

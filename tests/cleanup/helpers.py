@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
@@ -11,6 +10,8 @@ import sqlalchemy as sa
 from blobstore.metadata.tables import artifacts, blobs, uploads
 from blobstore.models import Artifact, Caller
 from blobstore.service import ArtifactService
+from tests.fixtures.streams import chunks_of
+from tests.fixtures.streams import read_back as read_back
 
 GRACE = 600
 UPLOAD_TTL = 3600
@@ -37,11 +38,6 @@ class FakeClock:
         self.now = max(self.now, datetime.now(UTC)) + timedelta(seconds=seconds)
 
 
-async def chunks_of(data: bytes, size: int = 3000) -> AsyncIterator[bytes]:
-    for start in range(0, len(data), size):
-        yield data[start : start + size]
-
-
 async def upload(
     service: ArtifactService,
     caller: Caller,
@@ -53,16 +49,11 @@ async def upload(
 ) -> Artifact:
     return await service.create_artifact(
         caller,
-        chunks_of(data),
+        chunks_of(data, 3000),
         name=name,
         mime_type=mime_type,
         **options,  # type: ignore[arg-type]
     )
-
-
-async def read_back(service: ArtifactService, caller: Caller, artifact_id: str) -> bytes:
-    _, blob = await service.open_artifact(caller, artifact_id)
-    return b"".join([piece async for piece in service.stream(blob)])
 
 
 async def storage_keys(service: ArtifactService) -> set[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import httpx
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
@@ -13,6 +12,7 @@ from blobstore.models import Caller
 from blobstore.service import ArtifactService
 from mcp_resources.server import create_server, fixed_caller
 from tests.cleanup.helpers import FakeClock, artifact_rows, upload
+from tests.fixtures.asgi import app_client
 
 
 async def test_expired_artifact_is_not_found_over_http_before_cleanup(
@@ -21,10 +21,7 @@ async def test_expired_artifact_is_not_found_over_http_before_cleanup(
     caller = Caller(namespace=service.settings.mcp_namespace)
     artifact = await upload(service, caller, b"http bytes" * 50, ttl_seconds=30)
     app = create_app(service.settings, service=service)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
-    ):
+    async with app_client(app) as http:
         content = f"/v1/artifacts/{artifact.id}/content"
         assert (await http.get(content)).content == b"http bytes" * 50
         clock.advance(30)

@@ -14,11 +14,11 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from blobstore.api import create_app
 from blobstore.api.deps import app_state
 from blobstore.client import AsyncBlobstoreClient, RetryPolicy, UploadStateStore
 from blobstore.service import ArtifactService
 from tests.client.faults import FaultyTransport
+from tests.fixtures.asgi import running_app
 from tests.fixtures.settings import SMALL_LIMITS, make_settings
 
 CHUNK = SMALL_LIMITS["default_chunk_size"]
@@ -27,8 +27,7 @@ FAST_RETRY = RetryPolicy(attempts=3, base_delay=0.0, max_delay=0.0)
 
 @pytest.fixture
 async def app(tmp_path: Path) -> AsyncIterator[FastAPI]:
-    application = create_app(make_settings(tmp_path))
-    async with application.router.lifespan_context(application):
+    async with running_app(make_settings(tmp_path)) as application:
         yield application
 
 

@@ -97,19 +97,27 @@ async def test_connection_cut_midway_resumes_from_the_bytes_already_written(
     assert range_headers(transport) == [f"bytes=0-{SIZE - 1}", f"bytes=100000-{SIZE - 1}"]
 
 
+async def download_cut_after(
+    make_client: ClientFactory, transport: FaultyTransport, artifact_id: str, path: Path, after_bytes: int
+) -> None:
+    """A download, without retries, whose connection is reset after ``after_bytes``: it fails, leaving a
+    partial file."""
+    transport.add(Fault(content_get(), "cut", after_bytes=after_bytes))
+    async with make_client(retry=RetryPolicy(attempts=1)) as client:
+        with pytest.raises(ServerUnreachable):
+            await client.download(artifact_id, path)
+
+
 async def test_interrupted_download_resumes_in_a_later_call_with_if_range(
     make_client: ClientFactory, transport: FaultyTransport, stored: tuple[str, bytes], tmp_path: Path
 ) -> None:
     artifact_id, data = stored
-    transport.add(Fault(content_get(), "cut", after_bytes=120_000))
-    async with make_client(retry=RetryPolicy(attempts=1)) as client:
-        with pytest.raises(ServerUnreachable):
-            await client.download(artifact_id, tmp_path / "out.bin")
-        etag = (await client.get_artifact(artifact_id)).etag
+    await download_cut_after(make_client, transport, artifact_id, tmp_path / "out.bin", 120_000)
     assert (tmp_path / "out.bin.part").stat().st_size == 120_000
     transport.seen.clear()
 
     async with make_client() as client:
+        etag = (await client.get_artifact(artifact_id)).etag
         result = await client.download(artifact_id, tmp_path / "out.bin")
 
     assert result.resumed_from == 120_000
@@ -125,10 +133,7 @@ async def test_corrupt_partial_file_fails_verification_and_is_discarded(
     make_client: ClientFactory, transport: FaultyTransport, stored: tuple[str, bytes], tmp_path: Path
 ) -> None:
     artifact_id, _ = stored
-    transport.add(Fault(content_get(), "cut", after_bytes=50_000))
-    async with make_client(retry=RetryPolicy(attempts=1)) as client:
-        with pytest.raises(ServerUnreachable):
-            await client.download(artifact_id, tmp_path / "out.bin")
+    await download_cut_after(make_client, transport, artifact_id, tmp_path / "out.bin", 50_000)
     part = tmp_path / "out.bin.part"
     part.write_bytes(b"\0" * 50_000)
 

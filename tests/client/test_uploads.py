@@ -117,16 +117,21 @@ async def test_explicit_chunk_size_is_used(
     assert result.chunks_sent == 10
 
 
-async def test_chunk_put_is_retried_after_a_refused_connection_and_a_503(
-    client: AsyncBlobstoreClient, transport: FaultyTransport, tmp_path: Path
+@pytest.mark.parametrize(
+    ("kinds", "puts"),
+    [(["refuse", "status"], 3), (["lose"], 2)],
+    ids=["refused_connection_then_503", "response_lost"],
+)
+async def test_a_chunk_put_that_failed_is_resent_and_accepted(
+    client: AsyncBlobstoreClient, transport: FaultyTransport, tmp_path: Path, kinds: list[str], puts: int
 ) -> None:
     data = write_random(tmp_path / "a.bin", 4 * CHUNK)
-    transport.add(Fault(chunk_put(2), "refuse"))
-    transport.add(Fault(chunk_put(2), "status", status=503, headers={"retry-after": "0"}))
+    for kind in kinds:
+        transport.add(Fault(chunk_put(2), kind, headers={"retry-after": "0"}))
 
     result = await client.upload(tmp_path / "a.bin")
 
-    assert transport.chunk_indexes_put().count(2) == 3
+    assert transport.chunk_indexes_put().count(2) == puts
     assert await read_back(client, result.artifact.id, tmp_path) == data
 
 
@@ -139,18 +144,6 @@ async def test_429_is_retried(
     await client.upload(tmp_path / "a.bin")
 
     assert transport.count(path_is("POST", "/v1/uploads")) == 2
-
-
-async def test_a_chunk_whose_response_was_lost_is_resent_and_accepted(
-    client: AsyncBlobstoreClient, transport: FaultyTransport, tmp_path: Path
-) -> None:
-    data = write_random(tmp_path / "a.bin", 3 * CHUNK)
-    transport.add(Fault(chunk_put(1), "lose"))
-
-    result = await client.upload(tmp_path / "a.bin")
-
-    assert transport.chunk_indexes_put().count(1) == 2
-    assert await read_back(client, result.artifact.id, tmp_path) == data
 
 
 async def test_4xx_is_not_retried(

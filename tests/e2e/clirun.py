@@ -1,4 +1,4 @@
-"""Running the ``blobstore`` command as a subprocess, optionally under a pseudo-terminal."""
+"""Running the ``blobstore`` command under a pseudo-terminal."""
 
 from __future__ import annotations
 
@@ -9,12 +9,6 @@ import threading
 from pathlib import Path
 
 from tests.fixtures.server import BLOBSTORE
-
-
-def run_cli(args: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BLOBSTORE), *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
 
 
 class PtyProcess:

@@ -6,13 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fixtures.server import Server, start_server, stop_server
+from tests.fixtures.server import Server, serving
 
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(tmp_path_factory.mktemp("server"))
-    try:
+    with serving(tmp_path_factory.mktemp("server")) as running:
         yield running
-    finally:
-        stop_server(running)

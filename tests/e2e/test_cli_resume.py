@@ -14,9 +14,10 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from tests.e2e.clirun import PtyProcess, run_cli
+from tests.e2e.clirun import PtyProcess
 from tests.e2e.files import MiB, write_distinct_blocks
-from tests.fixtures.server import Server, cli_env, start_server, stop_server
+from tests.fixtures.commands import run_cli
+from tests.fixtures.server import Server, cli_env, serving
 from tests.fixtures.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -34,12 +35,9 @@ def own_server(tmp_path: Path) -> Iterator[Server]:
     """A server of its own, so the gigabyte it stores is deleted with its data directory right after."""
     root = tmp_path / "server"
     root.mkdir()
-    running = start_server(root)
-    try:
+    with serving(root) as running:
         yield running
-    finally:
-        stop_server(running)
-        shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def wait_for(probe: Callable[[], T | None], process: subprocess.Popen[bytes], what: str) -> T:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.files import write_distinct_blocks
-from tests.fixtures.server import BLOBSTORE, Server, cli_env, start_server, stop_server
+from tests.fixtures.server import BLOBSTORE, Server, cli_env, serving
 from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -112,13 +112,12 @@ def own_server(tmp_path: Path) -> Iterator[Server]:
     """A server of its own: the interruption tests pause it (SIGSTOP), which must not hold up others."""
     root = tmp_path / "server"
     root.mkdir()
-    running = start_server(root)
-    try:
-        yield running
-    finally:
-        os.killpg(running.process.pid, signal.SIGCONT)
-        stop_server(running)
-        shutil.rmtree(root, ignore_errors=True)
+    with serving(root) as running:
+        try:
+            yield running
+        finally:
+            resume(running)  # a paused server could not stop in time
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
@@ -136,6 +135,24 @@ def pause(server: Server) -> None:
 
 def resume(server: Server) -> None:
     os.killpg(server.process.pid, signal.SIGCONT)
+
+
+def interrupt_while_paused(terminal: Tmux, server: Server, name: str, transfer: str) -> None:
+    """Ctrl-C to the ``transfer`` in window ``name`` while ``server`` is paused, so that the transfer is
+    certainly still running; it must exit 130 with the one line that says how to resume it."""
+    pause(server)
+    try:
+        assert terminal.dead_status(name) is None, f"the {transfer} finished before it could be interrupted"
+        terminal.interrupt(name)
+        status = terminal.wait_exit(name)
+    finally:
+        resume(server)
+    interrupted = terminal.screen(name)
+    assert status == 130, interrupted
+    assert (
+        interrupted[-1] == f"blobstore: interrupted; run the same command again to resume the {transfer}"
+    ), interrupted
+    assert "Aborted!" not in interrupted
 
 
 def wait_for_file(pattern: str, root: Path, terminal: Tmux, name: str) -> Path:
@@ -205,24 +222,12 @@ def test_interrupted_upload_says_that_the_same_command_resumes_it(
     # The resume state is written once the upload exists on the server: pause the server there, so the
     # upload is certainly still running when Ctrl-C arrives.
     wait_for_file("cache/mcp-blobstore/uploads/*.json", tmp_path, terminal, "first")
-    pause(own_server)
-    try:
-        assert terminal.dead_status("first") is None, "the upload finished before it could be interrupted"
-        terminal.interrupt("first")
-        status = terminal.wait_exit("first")
-    finally:
-        resume(own_server)
-    interrupted = terminal.screen("first")
+    interrupt_while_paused(terminal, own_server, "first", "upload")
 
     terminal.run("again", command)
     again_status = terminal.wait_exit("again")
     again = terminal.screen("again")
 
-    assert status == 130, interrupted
-    assert interrupted[-1] == ("blobstore: interrupted; run the same command again to resume the upload"), (
-        interrupted
-    )
-    assert "Aborted!" not in interrupted
     assert again_status == 0, again
     assert_clean_transfer(again, ["big.bin"])
     assert ", resumed: " in again[-1]
@@ -242,21 +247,9 @@ def test_interrupted_download_says_that_the_same_command_resumes_it(
     # The partial file exists once the download has started: pause the server there, so the download is
     # certainly still running when Ctrl-C arrives.
     wait_for_file("back.bin.part", tmp_path, terminal, "first")
-    pause(own_server)
-    try:
-        assert terminal.dead_status("first") is None, "the download finished before it could be interrupted"
-        terminal.interrupt("first")
-        status = terminal.wait_exit("first")
-    finally:
-        resume(own_server)
-    interrupted = terminal.screen("first")
+    interrupt_while_paused(terminal, own_server, "first", "download")
     terminal.run("again", command)
     again_status = terminal.wait_exit("again")
 
-    assert status == 130, interrupted
-    assert interrupted[-1] == ("blobstore: interrupted; run the same command again to resume the download"), (
-        interrupted
-    )
-    assert "Aborted!" not in interrupted
     assert again_status == 0, terminal.screen("again")
     assert (tmp_path / "back.bin").read_bytes() == (tmp_path / "src.bin").read_bytes()

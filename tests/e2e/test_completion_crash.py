@@ -4,6 +4,7 @@ client's next request instead of staying ``completing`` until its lease of a day
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -51,12 +52,10 @@ def _crash_while_completing(
     return start_server(root, env=ENV)
 
 
-@pytest.mark.parametrize("first", ["complete", "status"])
-def test_a_completion_killed_midway_is_finished_after_a_restart(
-    tmp_path: Path, big_file: tuple[Path, str], first: str
-) -> None:
-    path, sha256 = big_file
-    server = start_server(tmp_path, env=ENV)
+@contextlib.contextmanager
+def chunked_completion_killed_midway(root: Path, path: Path, sha256: str) -> Iterator[tuple[Server, str]]:
+    """A chunked upload of ``path`` whose completion was killed midway: the restarted server, the upload."""
+    server = start_server(root, env=ENV)
     restarted: Server | None = None
     try:
         upload_id = begin_chunked(server.url, path, sha256)
@@ -64,8 +63,20 @@ def test_a_completion_killed_midway_is_finished_after_a_restart(
             pending = pool.submit(
                 httpx.post, f"{server.url}/v1/uploads/{upload_id}/complete", json={}, timeout=REQUEST_TIMEOUT
             )
-            restarted = _crash_while_completing(tmp_path, server, upload_id, pending)
+            restarted = _crash_while_completing(root, server, upload_id, pending)
+        yield restarted, upload_id
+    finally:
+        stop_server(server)
+        if restarted is not None:
+            stop_server(restarted)
 
+
+@pytest.mark.parametrize("first", ["complete", "status"])
+def test_a_completion_killed_midway_is_finished_after_a_restart(
+    tmp_path: Path, big_file: tuple[Path, str], first: str
+) -> None:
+    path, sha256 = big_file
+    with chunked_completion_killed_midway(tmp_path, path, sha256) as (restarted, upload_id):
         if first == "status":
             # The abandoned completion is given back: open, every chunk there, so the client may complete,
             # resend chunks or abort.
@@ -81,10 +92,6 @@ def test_a_completion_killed_midway_is_finished_after_a_restart(
         assert download_sha256(restarted.url, artifact["id"]) == sha256
         status = httpx.get(f"{restarted.url}/v1/uploads/{upload_id}", timeout=REQUEST_TIMEOUT).json()
         assert (status["state"], status["artifact_id"]) == ("completed", artifact["id"])
-    finally:
-        stop_server(server)
-        if restarted is not None:
-            stop_server(restarted)
 
 
 def test_after_a_killed_completion_the_client_can_resend_chunks_and_abort(
@@ -93,16 +100,7 @@ def test_after_a_killed_completion_the_client_can_resend_chunks_and_abort(
     """After the restart, the recovered upload is an ordinary open one: chunks can be resent, and it can be
     aborted."""
     path, sha256 = big_file
-    server = start_server(tmp_path, env=ENV)
-    restarted: Server | None = None
-    try:
-        upload_id = begin_chunked(server.url, path, sha256)
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(
-                httpx.post, f"{server.url}/v1/uploads/{upload_id}/complete", json={}, timeout=REQUEST_TIMEOUT
-            )
-            restarted = _crash_while_completing(tmp_path, server, upload_id, pending)
-
+    with chunked_completion_killed_midway(tmp_path, path, sha256) as (restarted, upload_id):
         with path.open("rb") as handle:
             first_chunk = handle.read(8 * 1024 * 1024)
         resent = httpx.put(
@@ -112,10 +110,6 @@ def test_after_a_killed_completion_the_client_can_resend_chunks_and_abort(
         aborted = httpx.delete(f"{restarted.url}/v1/uploads/{upload_id}", timeout=REQUEST_TIMEOUT)
         assert aborted.status_code == 204, aborted.text
         assert sqlite_state(restarted.data_dir)(upload_id) == "aborted"
-    finally:
-        stop_server(server)
-        if restarted is not None:
-            stop_server(restarted)
 
 
 @pytest.mark.parametrize("resume", ["HEAD", "PATCH"])

@@ -112,6 +112,23 @@ def _complete(base: str, upload_id: str) -> httpx.Response:
     return httpx.post(f"{base}/v1/uploads/{upload_id}/complete", json={}, timeout=TIMEOUT)
 
 
+def _wait_for_completing(database: Database, upload_id: str) -> None:
+    wait_until(
+        lambda: database.lease(upload_id)[0] == "completing",
+        within=TIMEOUT,
+        what="the completion on replica a",
+    )
+
+
+def _assert_completed_once(
+    database: Database, upload_id: str, server: Server, artifact_id: str, sha256: str
+) -> None:
+    """One artifact, the upload completed with its lease given up, and ``server`` serves the content."""
+    assert database.lease(upload_id) == ("completed", None, None)
+    assert database.artifacts() == 1
+    assert download_sha256(server.url, artifact_id) == sha256
+
+
 def test_a_live_completer_keeps_its_lease_and_the_other_replica_waits_for_its_artifact(
     replicas: tuple[Server, Server, Database], content: tuple[Path, str]
 ) -> None:
@@ -123,11 +140,7 @@ def test_a_live_completer_keeps_its_lease_and_the_other_replica_waits_for_its_ar
     try:
         with ThreadPoolExecutor(max_workers=2) as pool:
             on_a = pool.submit(_complete, a.url, upload_id)
-            wait_until(
-                lambda: database.lease(upload_id)[0] == "completing",
-                within=TIMEOUT,
-                what="the completion on replica a",
-            )
+            _wait_for_completing(database, upload_id)
             _state, owner, first_lease = database.lease(upload_id)
             on_b = pool.submit(_complete, b.url, upload_id)
             seen = {first_lease}
@@ -150,9 +163,7 @@ def test_a_live_completer_keeps_its_lease_and_the_other_replica_waits_for_its_ar
             database.execute("ROLLBACK")
     assert (done_a.status_code, done_b.status_code) == (201, 201), (done_a.text, done_b.text)
     assert done_a.json()["id"] == done_b.json()["id"]
-    assert database.artifacts() == 1
-    assert database.lease(upload_id) == ("completed", None, None)
-    assert download_sha256(b.url, done_a.json()["id"]) == sha256
+    _assert_completed_once(database, upload_id, b, done_a.json()["id"], sha256)
 
 
 def test_a_killed_completer_is_taken_over_by_the_other_replica_once_its_lease_ran_out(
@@ -165,11 +176,7 @@ def test_a_killed_completer_is_taken_over_by_the_other_replica_once_its_lease_ra
     try:
         with ThreadPoolExecutor(max_workers=1) as pool:
             on_a = pool.submit(_complete, a.url, upload_id)
-            wait_until(
-                lambda: database.lease(upload_id)[0] == "completing",
-                within=TIMEOUT,
-                what="the completion on replica a",
-            )
+            _wait_for_completing(database, upload_id)
             kill_server(a)
             with contextlib.suppress(httpx.TransportError):
                 on_a.result(TIMEOUT)
@@ -180,6 +187,4 @@ def test_a_killed_completer_is_taken_over_by_the_other_replica_once_its_lease_ra
     done = _complete(b.url, upload_id)
 
     assert done.status_code == 201, done.text
-    assert database.lease(upload_id) == ("completed", None, None)
-    assert database.artifacts() == 1
-    assert download_sha256(b.url, done.json()["id"]) == sha256
+    _assert_completed_once(database, upload_id, b, done.json()["id"], sha256)

@@ -19,7 +19,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from tests.e2e.clirun import run_cli
+from tests.fixtures.commands import run_cli
 from tests.fixtures.server import Server, cli_env, start_server, stop_server
 from tests.fixtures.smallfs import fill, small_tmpfs
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from mcp import Client, StdioServerParameters
 
-from tests.e2e.clirun import run_cli
+from tests.fixtures.commands import run_cli
 from tests.fixtures.server import BLOBSTORE, cli_env, start_server, stop_server
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "image_tool_server.py"

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from mcp import Client, StdioServerParameters
 
+from tests.fixtures.commands import run_command
+
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 MCP_DOC = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
@@ -29,15 +31,7 @@ def checkout_with_the_readme_install(tmp_path: Path) -> Path:
 
 
 def bash(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", "-c", script],
-        cwd=cwd,
-        env=BARE_ENV,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_command(["bash", "-c", script], env=BARE_ENV, cwd=cwd)
 
 
 def test_after_the_readme_install_activating_the_virtualenv_puts_blobstore_on_path(tmp_path: Path) -> None:

@@ -20,9 +20,10 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.fixtures.commands import run_cli
 from tests.fixtures.server import start_server, stop_server
 from tests.security import leaks
-from tests.security.live import clean_env, create_token, run_cli
+from tests.security.live import clean_env, create_token
 
 pytestmark = pytest.mark.e2e
 

@@ -4,9 +4,7 @@ admin commands stop with one line telling to run ``blobstore migrate``; ``blobst
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,10 +13,11 @@ from sqlalchemy.engine import make_url
 
 from blobstore.cli import main
 from blobstore.metadata import migrate
+from tests.fixtures.commands import run_cli
+from tests.fixtures.server import isolated_env
 
 pytestmark = pytest.mark.postgres
 
-BLOBSTORE = Path(sys.executable).with_name("blobstore")
 PASSWORD = "not-shown-anywhere"
 
 ADMIN_COMMANDS = [
@@ -87,19 +86,10 @@ def test_admin_command_runs_once_the_database_is_migrated(pg_url: str, tmp_path:
 
 
 def test_mcp_migrates_a_never_migrated_database_before_serving(pg_url: str, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BLOBSTORE_")}
-    env.update({"BLOBSTORE_DATABASE_URL": pg_url, "BLOBSTORE_DATA_DIR": str(tmp_path)})
+    env = isolated_env({"BLOBSTORE_DATABASE_URL": pg_url, "BLOBSTORE_DATA_DIR": str(tmp_path)})
 
     # No host on stdin: the server opens the store, reads end of input and stops.
-    finished = subprocess.run(
-        [str(BLOBSTORE), "mcp"],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    finished = run_cli(["mcp"], env, stdin=subprocess.DEVNULL)
 
     assert finished.returncode == 0, finished.stderr
     assert "Traceback" not in finished.stderr

@@ -13,7 +13,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import asyncpg
-import httpx
 import pytest
 import sqlalchemy as sa
 
@@ -22,6 +21,8 @@ from blobstore.errors import BlobstoreError, StorageFull, StorageUnavailable
 from blobstore.metadata.migrate import upgrade
 from blobstore.metadata.repository import MetadataRepository
 from blobstore.runtime import open_service
+from tests.fixtures.asgi import app_client
+from tests.fixtures.pg import opened_repository
 from tests.fixtures.settings import make_settings
 from tests.metadata.helpers import upload_session
 
@@ -47,11 +48,8 @@ def migrated_pg(pg_url: str) -> str:
 
 @pytest.fixture
 async def pg_repo(migrated_pg: str) -> AsyncIterator[MetadataRepository]:
-    repository = await MetadataRepository.open(migrated_pg)
-    try:
+    async with opened_repository(migrated_pg) as repository:
         yield repository
-    finally:
-        await repository.close()
 
 
 async def fail_writes(repo: MetadataRepository, table: str, sqlstate: str, message: str) -> None:
@@ -122,10 +120,7 @@ async def test_a_full_postgresql_disk_is_507_over_http_and_reads_still_work(
     settings = make_settings(tmp_path, database_url=migrated_pg)
     async with open_service(settings) as service:
         app = create_app(settings, service=service)
-        async with (
-            app.router.lifespan_context(app),
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
-        ):
+        async with app_client(app) as http:
             stored = await http.post("/v1/artifacts", params={"name": "kept.bin"}, content=b"kept")
             assert stored.status_code == 201
             artifact_id = stored.json()["id"]

@@ -15,11 +15,11 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from blobstore.api import create_app
 from blobstore.api.deps import app_state
 from blobstore.client import AsyncBlobstoreClient, RetryPolicy, UploadStateStore
 from blobstore.config import Settings
 from blobstore.service import ArtifactService
+from tests.fixtures.asgi import running_app
 from tests.fixtures.s3 import S3Location
 from tests.storage.conftest import S3_ENDPOINTS
 
@@ -86,8 +86,7 @@ def settings(tmp_path: Path, s3_place: S3Place) -> Settings:
 
 @pytest.fixture
 async def app(settings: Settings) -> AsyncIterator[FastAPI]:
-    application = create_app(settings)
-    async with application.router.lifespan_context(application):
+    async with running_app(settings) as application:
         yield application
 
 

@@ -14,6 +14,7 @@ import pytest
 from fastapi import FastAPI
 
 from blobstore.client import AsyncBlobstoreClient
+from tests.fixtures.asgi import app_client
 from tests.fixtures.peers import peer_missing
 from tests.presign.conftest import MiB, S3Place, presign_settings
 
@@ -165,10 +166,7 @@ async def test_a_presigned_download_url_expires(
 
     settings = presign_settings(tmp_path, s3_place, s3_presign_seconds=1)
     app = create_app(settings)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as api,
-    ):
+    async with app_client(app) as api:
         artifact_id = await store(api, b"short-lived")
         location = (await api.get(f"/v1/artifacts/{artifact_id}/content")).headers["location"]
         assert httpx.URL(location).params["X-Amz-Expires"] == "1"

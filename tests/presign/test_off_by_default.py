@@ -12,6 +12,7 @@ import pytest
 
 from blobstore.api import create_app
 from blobstore.config import Settings
+from tests.fixtures.asgi import app_client
 from tests.presign.conftest import MiB, S3Place, presign_settings
 
 pytestmark = pytest.mark.s3
@@ -25,10 +26,7 @@ def settings(tmp_path: Path, s3_place: S3Place) -> Settings:
 @pytest.fixture
 async def plain_api(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(settings)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
-    ):
+    async with app_client(app) as http:
         yield http
 
 

@@ -20,6 +20,7 @@ import pytest
 from mcp.client.stdio import StdioServerParameters
 
 from tests.fixtures.server import BLOBSTORE
+from tests.proxy.offload_fixtures import Rig, open_rig
 
 HERE: Final = Path(__file__).parent
 JS: Final = HERE / "js"
@@ -162,3 +163,9 @@ async def raw_peer(command: Sequence[str], *, stderr: int | None = None) -> Asyn
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(process.wait(), TIMEOUT)
         peer._reader.cancel()
+
+
+@pytest.fixture
+async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    async with open_rig(tmp_path) as made:
+        yield made

@@ -74,6 +74,12 @@ async def read_pictures(params: StdioServerParameters, home: Path) -> None:
         assert any(isinstance(b, ResourceLink) for b in photo.content)
 
 
+def without_prefix(prefix: str, command: str) -> str:
+    """The proxy command an example wraps in another program's command line, which starts with ``prefix``."""
+    assert command.startswith(prefix), command
+    return command[len(prefix) :]
+
+
 async def test_the_first_example_runs_the_filesystem_server_behind_the_proxy(home: Path) -> None:
     command = example("sh", "--data-dir ~/.local/share/mcp-blobstore")
     await read_pictures(shell(command, home), home)
@@ -81,10 +87,8 @@ async def test_the_first_example_runs_the_filesystem_server_behind_the_proxy(hom
 
 
 async def test_the_claude_code_example_runs_its_proxy_command(home: Path) -> None:
-    command = example("sh", "claude mcp add")
-    prefix = "claude mcp add pictures -- "
-    assert command.startswith(prefix)
-    await read_pictures(shell(command[len(prefix) :], home), home)
+    command = without_prefix("claude mcp add pictures -- ", example("sh", "claude mcp add"))
+    await read_pictures(shell(command, home), home)
 
 
 async def test_the_claude_desktop_config_runs_its_proxy_command(home: Path) -> None:
@@ -97,10 +101,10 @@ async def test_the_claude_desktop_config_runs_its_proxy_command(home: Path) -> N
 
 
 async def test_the_inspector_example_runs_its_proxy_command(home: Path) -> None:
-    command = example("sh", "@modelcontextprotocol/inspector")
-    prefix = "npx @modelcontextprotocol/inspector "
-    assert command.startswith(prefix)
-    async with Client(shell(command[len(prefix) :], home), mode="legacy") as client:
+    command = without_prefix(
+        "npx @modelcontextprotocol/inspector ", example("sh", "@modelcontextprotocol/inspector")
+    )
+    async with Client(shell(command, home), mode="legacy") as client:
         names = [t.name for t in (await client.list_tools()).tools]
     assert "echo" in names
     assert names[-1] == "read_artifact"

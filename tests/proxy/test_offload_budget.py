@@ -6,12 +6,10 @@ import asyncio
 import json
 import math
 import random
-from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import validate
@@ -30,12 +28,6 @@ from tests.proxy.offload_fixtures import (
     photo_png,
     wav_bytes,
 )
-
-
-@pytest.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    async with open_rig(tmp_path) as made:
-        yield made
 
 
 def test_text_costs_its_json_bytes_over_four() -> None:

@@ -6,7 +6,6 @@ import base64
 import hashlib
 import io
 import json
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -36,12 +35,6 @@ ARGS = {"path": "/photos/big.png"}
 @pytest.fixture(scope="module")
 def photo() -> bytes:
     return photo_png(3000, 2000)
-
-
-@pytest.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    async with open_rig(tmp_path) as made:
-        yield made
 
 
 def pixels(block: dict[str, Any]) -> tuple[int, int]:

@@ -3,18 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
-
 from tests.proxy.offload_fixtures import Rig, b64, fake_pdf, links, open_rig, text_of, wav_bytes
-
-
-@pytest.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    async with open_rig(tmp_path) as made:
-        yield made
 
 
 async def test_long_audio_becomes_a_line_with_type_size_duration_and_a_link(rig: Rig) -> None:

@@ -4,23 +4,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
 
 from blobstore.errors import RangeRequired
 from mcp_resources.errors import to_mcp_error
 from mcp_resources.uris import WINDOW_META_KEY, WINDOW_URI_TEMPLATE
-from tests.proxy.offload_fixtures import CALLER, Rig, b64, fake_pdf, open_rig
+from tests.proxy.offload_fixtures import CALLER, Rig, b64, fake_pdf
 
 UPSTREAM_URI = "file:///exports/big.pdf"
-
-
-@pytest.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    async with open_rig(tmp_path) as made:
-        yield made
 
 
 def blob_result(data: bytes, uri: str = UPSTREAM_URI) -> dict[str, object]:

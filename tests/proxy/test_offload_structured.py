@@ -6,8 +6,6 @@ import base64
 import copy
 import io
 import logging
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +20,6 @@ from tests.proxy.offload_fixtures import (
     flat_png,
     image_block,
     links,
-    open_rig,
     photo_png,
     wav_bytes,
 )
@@ -76,12 +73,6 @@ MEDIA_SCHEMA: dict[str, Any] = {
 def media_result(item: dict[str, Any]) -> dict[str, Any]:
     """What read_media_file returns: the block in content and mirrored in structuredContent."""
     return {"content": [item], "structuredContent": {"content": [copy.deepcopy(item)]}}
-
-
-@pytest.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    async with open_rig(tmp_path) as made:
-        yield made
 
 
 async def test_mirrored_image_carries_the_downscaled_copy_and_still_validates(rig: Rig) -> None:

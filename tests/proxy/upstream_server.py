@@ -50,6 +50,11 @@ warnings.simplefilter("ignore")
 ANY_OBJECT: dict[str, Any] = {"type": "object"}
 
 
+def takes(**types: str) -> dict[str, Any]:
+    """The input schema of a tool whose arguments have these JSON types."""
+    return {"type": "object", "properties": {name: {"type": kind} for name, kind in types.items()}}
+
+
 def photo_png(width: int, height: int, seed: int = 1) -> bytes:
     """A photo-like PNG: smooth gradients plus sensor-like noise, so it compresses like a photograph."""
     from PIL import Image
@@ -87,34 +92,13 @@ def pdf_like(size: int) -> bytes:
 
 
 TOOLS = [
+    Tool(name="echo", description="Echo the text back.", input_schema=takes(text="string")),
     Tool(
-        name="echo",
-        description="Echo the text back.",
-        input_schema={"type": "object", "properties": {"text": {"type": "string"}}},
+        name="photo", description="A photo-like PNG.", input_schema=takes(width="integer", height="integer")
     ),
-    Tool(
-        name="photo",
-        description="A photo-like PNG.",
-        input_schema={
-            "type": "object",
-            "properties": {"width": {"type": "integer"}, "height": {"type": "integer"}},
-        },
-    ),
-    Tool(
-        name="audio",
-        description="A WAV recording.",
-        input_schema={"type": "object", "properties": {"seconds": {"type": "number"}}},
-    ),
-    Tool(
-        name="big_text",
-        description="A long text.",
-        input_schema={"type": "object", "properties": {"size": {"type": "integer"}}},
-    ),
-    Tool(
-        name="pdf",
-        description="An embedded PDF blob.",
-        input_schema={"type": "object", "properties": {"size": {"type": "integer"}}},
-    ),
+    Tool(name="audio", description="A WAV recording.", input_schema=takes(seconds="number")),
+    Tool(name="big_text", description="A long text.", input_schema=takes(size="integer")),
+    Tool(name="pdf", description="An embedded PDF blob.", input_schema=takes(size="integer")),
     Tool(
         name="structured",
         description="A small image in content and again in structuredContent.",
@@ -139,21 +123,17 @@ TOOLS = [
             "required": ["content", "label"],
         },
     ),
-    Tool(
-        name="progress",
-        description="Reports progress, then answers.",
-        input_schema={"type": "object", "properties": {"steps": {"type": "integer"}}},
-    ),
+    Tool(name="progress", description="Reports progress, then answers.", input_schema=takes(steps="integer")),
     Tool(
         name="sample",
         description="Asks the host's model (sampling) and returns its answer.",
-        input_schema={"type": "object", "properties": {"prompt": {"type": "string"}}},
+        input_schema=takes(prompt="string"),
     ),
     Tool(name="die", description="Exits the server in the middle of the call.", input_schema=ANY_OBJECT),
     Tool(
         name="block",
         description="Writes 'started' to the file `marker`, waits until cancelled, then writes 'cancelled'.",
-        input_schema={"type": "object", "properties": {"marker": {"type": "string"}}},
+        input_schema=takes(marker="string"),
     ),
 ]
 

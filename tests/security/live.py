@@ -1,16 +1,15 @@
 """The environment of the security tests' real processes (token store and audit log under one root, the audit
-log registered for the log check) and the ``blobstore`` CLI as a subprocess; servers come from
+log registered for the log check) and tokens made with the ``blobstore`` CLI; servers come from
 ``tests.fixtures.server``."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.fixtures.server import BLOBSTORE, isolated_env
+from tests.fixtures.commands import run_cli
+from tests.fixtures.server import isolated_env
 from tests.security import leaks
 
 
@@ -20,12 +19,6 @@ def clean_env(root: Path, **extra: str) -> dict[str, str]:
     )
     leaks.register_log(root / "audit.jsonl")
     return env
-
-
-def run_cli(args: Sequence[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [BLOBSTORE, *args], env=env, capture_output=True, text=True, timeout=120, check=False
-    )
 
 
 def create_token(env: dict[str, str], namespace: str, scopes: str = "read,write") -> dict[str, Any]:

@@ -5,25 +5,21 @@ directory), never onto the terminal of ``blobstore serve`` or ``blobstore token 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.fixtures.server import BLOBSTORE, start_server, stop_server
+from tests.fixtures.commands import run_cli
+from tests.fixtures.server import isolated_env, start_server, stop_server
 from tests.security import leaks
-from tests.security.live import run_cli
 
 pytestmark = pytest.mark.e2e
 
 
 def env_without_audit_setting(root: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BLOBSTORE_")}
-    env["BLOBSTORE_DATA_DIR"] = str(root / "data")
-    env.update(extra)
+    env = isolated_env({"BLOBSTORE_DATA_DIR": str(root / "data"), **extra})
     leaks.register_log(root / "data" / "audit.jsonl")
     return env
 
@@ -76,15 +72,7 @@ def test_token_create_audits_to_the_file_not_the_terminal(tmp_path: Path) -> Non
 def test_audit_log_dash_writes_audit_lines_to_standard_output(tmp_path: Path) -> None:
     env = env_without_audit_setting(tmp_path, BLOBSTORE_AUDIT_LOG="-")
     # In tmp_path: a build that took "-" for a file name would leave it there, not in the checkout.
-    done = subprocess.run(
-        [BLOBSTORE, "token", "create", "--namespace", "loud"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_cli(["token", "create", "--namespace", "loud"], env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     (secret,) = [line for line in done.stdout.splitlines() if line.startswith("bst_")]
     leaks.register_secret(secret)

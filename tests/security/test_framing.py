@@ -24,7 +24,7 @@ import pytest
 from starlette.types import Message, Receive, Scope, Send
 
 from blobstore.api.guard import MessageGuard
-from tests.fixtures.server import Server, start_server, stop_server
+from tests.fixtures.server import Server, serving
 from tests.security.rawhttp import RawResponse, Reader, connect, head_bytes
 
 SERVERS = ["granian", "uvicorn", "hypercorn"]
@@ -32,11 +32,8 @@ SERVERS = ["granian", "uvicorn", "hypercorn"]
 
 @pytest.fixture(scope="module", params=SERVERS)
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(tmp_path_factory.mktemp("framing"), "--server", request.param)
-    try:
+    with serving(tmp_path_factory.mktemp("framing"), "--server", request.param) as running:
         yield running
-    finally:
-        stop_server(running)
 
 
 def server_name(server: Server) -> str:

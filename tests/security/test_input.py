@@ -16,6 +16,7 @@ import blobstore.storage.local as local_backend
 from blobstore.api import create_app
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
+from tests.fixtures.asgi import app_client
 from tests.fixtures.settings import make_settings
 from tests.security.conftest import BASE
 
@@ -56,20 +57,23 @@ async def disk(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, Artifac
     settings = make_settings(tmp_path, storage_url=(tmp_path / "blobs").as_uri())
     async with open_service(settings) as service:
         app = create_app(settings, service=service)
-        async with (
-            app.router.lifespan_context(app),
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http,
-        ):
+        async with app_client(app, BASE) as http:
             yield http, service
+
+
+@pytest.fixture
+def os_spy(monkeypatch: pytest.MonkeyPatch) -> RecordingOs:
+    """The ``os`` module of the local storage backend, recording the paths it is given."""
+    spy = RecordingOs()
+    monkeypatch.setattr(local_backend, "os", spy)
+    return spy
 
 
 @pytest.mark.parametrize("hostile", HOSTILE_IDS)
 async def test_hostile_ids_are_not_found_before_any_filesystem_call(
-    disk: tuple[httpx.AsyncClient, ArtifactService], monkeypatch: pytest.MonkeyPatch, hostile: str
+    disk: tuple[httpx.AsyncClient, ArtifactService], os_spy: RecordingOs, hostile: str
 ) -> None:
     http, _service = disk
-    spy = RecordingOs()
-    monkeypatch.setattr(local_backend, "os", spy)
     calls: list[tuple[str, str, dict[str, Any]]] = [
         ("GET", f"/v1/artifacts/{hostile}", {}),
         ("GET", f"/v1/artifacts/{hostile}/content", {}),
@@ -83,7 +87,7 @@ async def test_hostile_ids_are_not_found_before_any_filesystem_call(
     for method, url, kwargs in calls:
         response = await http.request(method, url, **kwargs)
         assert response.status_code in {400, 404, 405}, (method, url, response.status_code)
-    assert spy.paths == []
+    assert os_spy.paths == []
 
 
 @pytest.mark.parametrize(
@@ -98,16 +102,14 @@ async def test_hostile_ids_are_not_found_before_any_filesystem_call(
     ],
 )
 async def test_hostile_digests_are_refused_before_storage(
-    disk: tuple[httpx.AsyncClient, ArtifactService], monkeypatch: pytest.MonkeyPatch, digest: str
+    disk: tuple[httpx.AsyncClient, ArtifactService], os_spy: RecordingOs, digest: str
 ) -> None:
     http, _service = disk
-    spy = RecordingOs()
-    monkeypatch.setattr(local_backend, "os", spy)
     upload = await http.post("/v1/uploads", json={"name": "d.bin", "sha256": digest})
     single = await http.post("/v1/artifacts", params={"name": "d.bin", "sha256": digest}, content=b"bytes")
     assert upload.status_code == 400, upload.text
     assert single.status_code in {400, 422}, single.text
-    assert not any(".." in path or "\x00" in path for path in spy.paths)
+    assert not any(".." in path or "\x00" in path for path in os_spy.paths)
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,6 @@ it is given."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,9 +17,10 @@ from mcp import Client, StdioServerParameters
 from blobstore.config import Settings
 from blobstore.models import Caller
 from blobstore.runtime import open_service
+from tests.fixtures.commands import run_cli, run_command
 from tests.fixtures.server import BLOBSTORE, start_server, stop_server
 from tests.security import leaks
-from tests.security.live import clean_env, create_token, run_cli
+from tests.security.live import clean_env, create_token
 
 pytestmark = pytest.mark.e2e
 
@@ -156,25 +156,13 @@ main(sys.argv[1:], prog_name="blobstore")
 
 def test_serve_offers_only_the_asgi_servers_that_are_installed(tmp_path: Path) -> None:
     env = clean_env(tmp_path)
-    shown = subprocess.run(
-        [sys.executable, "-c", _WITHOUT_HYPERCORN, "serve", "--help"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    shown = run_command([sys.executable, "-c", _WITHOUT_HYPERCORN, "serve", "--help"], env=env)
     assert shown.returncode == 0, shown.stderr
     assert "granian" in shown.stdout
     assert "uvicorn" in shown.stdout
     assert "hypercorn" not in shown.stdout
-    refused = subprocess.run(
-        [sys.executable, "-c", _WITHOUT_HYPERCORN, "serve", "--server", "hypercorn", "--port", "1"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    refused = run_command(
+        [sys.executable, "-c", _WITHOUT_HYPERCORN, "serve", "--server", "hypercorn", "--port", "1"], env=env
     )
     assert refused.returncode == 2
     assert "'hypercorn' is not one of 'granian', 'uvicorn'" in refused.stderr

@@ -17,6 +17,7 @@ from blobstore.api import create_app
 from blobstore.models import Caller
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
+from tests.fixtures.asgi import app_client
 from tests.fixtures.settings import make_settings
 from tests.security.conftest import BASE, payload
 
@@ -50,10 +51,7 @@ async def disk(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, Artifac
     settings = make_settings(tmp_path, storage_url=root.as_uri())
     async with open_service(settings) as service:
         app = create_app(settings, service=service)
-        async with (
-            app.router.lifespan_context(app),
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http,
-        ):
+        async with app_client(app, BASE) as http:
             yield http, service, root
 
 
@@ -91,14 +89,33 @@ async def test_a_single_request_upload_on_a_full_disk_is_507_and_leaves_nothing(
     assert (await http.get(f"/v1/artifacts/{stored.json()['id']}/content")).content == data
 
 
+async def begin_two_chunk_upload(http: httpx.AsyncClient) -> str:
+    begun = await http.post("/v1/uploads", json={"name": "c.bin", "size": 2048, "chunk_size": 1024})
+    upload_id: str = begun.json()["upload_id"]
+    return upload_id
+
+
+async def put_both_chunks(http: httpx.AsyncClient, upload_id: str, data: bytes) -> None:
+    for index in range(2):
+        put = await http.put(
+            f"/v1/uploads/{upload_id}/chunks/{index}", content=data[index * 1024 : (index + 1) * 1024]
+        )
+        assert put.status_code == 200
+
+
+async def assert_completes_with(http: httpx.AsyncClient, upload_id: str, data: bytes) -> None:
+    done = await http.post(f"/v1/uploads/{upload_id}/complete", json={})
+    assert done.status_code == 201
+    assert (await http.get(f"/v1/artifacts/{done.json()['id']}/content")).content == data
+
+
 @pytest.mark.parametrize("call", FAULTS)
 async def test_a_chunk_on_a_full_disk_is_507_and_is_not_recorded(
     disk: tuple[httpx.AsyncClient, ArtifactService, Path], monkeypatch: pytest.MonkeyPatch, call: str
 ) -> None:
     http, _service, root = disk
     data = payload("enospc-chunk", 2048)[:2048]
-    begun = await http.post("/v1/uploads", json={"name": "c.bin", "size": 2048, "chunk_size": 1024})
-    upload_id = begun.json()["upload_id"]
+    upload_id = await begin_two_chunk_upload(http)
     faulty = arm(monkeypatch, call)
     failed = await http.put(f"/v1/uploads/{upload_id}/chunks/0", content=data[:1024])
     assert (failed.status_code, failed.json()["code"]) == (507, "storage_full")
@@ -106,14 +123,8 @@ async def test_a_chunk_on_a_full_disk_is_507_and_is_not_recorded(
     assert status.json()["chunks_received"] == []
     assert not list((root / "staging" / upload_id).iterdir())
     faulty.armed = False
-    for index in range(2):
-        put = await http.put(
-            f"/v1/uploads/{upload_id}/chunks/{index}", content=data[index * 1024 : (index + 1) * 1024]
-        )
-        assert put.status_code == 200
-    done = await http.post(f"/v1/uploads/{upload_id}/complete", json={})
-    assert done.status_code == 201
-    assert (await http.get(f"/v1/artifacts/{done.json()['id']}/content")).content == data
+    await put_both_chunks(http, upload_id, data)
+    await assert_completes_with(http, upload_id, data)
 
 
 @pytest.mark.parametrize("call", FAULTS)
@@ -122,21 +133,15 @@ async def test_a_completion_on_a_full_disk_is_507_and_the_upload_can_complete_la
 ) -> None:
     http, service, root = disk
     data = payload("enospc-complete", 2048)[:2048]
-    begun = await http.post("/v1/uploads", json={"name": "c.bin", "size": 2048, "chunk_size": 1024})
-    upload_id = begun.json()["upload_id"]
-    for index in range(2):
-        await http.put(
-            f"/v1/uploads/{upload_id}/chunks/{index}", content=data[index * 1024 : (index + 1) * 1024]
-        )
+    upload_id = await begin_two_chunk_upload(http)
+    await put_both_chunks(http, upload_id, data)
     faulty = arm(monkeypatch, call)
     failed = await http.post(f"/v1/uploads/{upload_id}/complete", json={})
     assert (failed.status_code, failed.json()["code"]) == (507, "storage_full")
     assert await visible(service, root) == (0, 0, [])
     assert (await http.get(f"/v1/uploads/{upload_id}")).json()["state"] == "open"
     faulty.armed = False
-    done = await http.post(f"/v1/uploads/{upload_id}/complete", json={})
-    assert done.status_code == 201
-    assert (await http.get(f"/v1/artifacts/{done.json()['id']}/content")).content == data
+    await assert_completes_with(http, upload_id, data)
 
 
 @pytest.mark.parametrize("call", FAULTS)

@@ -167,6 +167,18 @@ def steady_gaps(rate: MinimumRate, piece: int, gap: float, count: int) -> list[f
     return seen
 
 
+def trickle_until_cut(rate: MinimumRate, piece: int, gap: float, most: int) -> float:
+    """Feed a piece every ``gap`` seconds until the allowance is no longer than the gap (at most ``most``
+    pieces); that last allowance."""
+    for _ in range(most):
+        allowance = rate.allowance()
+        if allowance <= gap:
+            return allowance
+        rate.waited += gap
+        rate.record(piece)
+    raise AssertionError("never cut")
+
+
 @given(
     min_rate=st.integers(1, 10**7),
     window=st.floats(0.5, 120),
@@ -190,14 +202,7 @@ def test_a_trickle_at_half_the_minimum_rate_is_cut_within_the_first_window(
     gap = max(window * gap_share, 2 / min_rate)
     piece = max(1, math.floor(min_rate * gap / 2))
     rate = MinimumRate(min_rate, window)
-    for _ in range(1000):
-        allowance = rate.allowance()
-        if allowance <= gap:
-            break
-        rate.waited += gap
-        rate.record(piece)
-    else:
-        raise AssertionError("never cut")
+    allowance = trickle_until_cut(rate, piece, gap, 1000)
     assert rate.waited + allowance <= window
 
 
@@ -219,14 +224,7 @@ def test_a_fast_start_buys_no_more_than_one_window_of_trickling(
     gap = window * gap_share
     piece = 1 if min_rate * gap < 2 else math.floor(min_rate * gap / 2)
     gap = max(gap, 2 * piece / min_rate)  # at most half the rate
-    for _ in range(5000):
-        allowance = rate.allowance()
-        if allowance <= gap:
-            break
-        rate.waited += gap
-        rate.record(piece)
-    else:
-        raise AssertionError("never cut")
+    allowance = trickle_until_cut(rate, piece, gap, 5000)
     assert rate.waited + allowance <= max(burst_at, 0) + window + window / 16 + gap
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.fixtures.server import Server, start_server, stop_server
+from tests.fixtures.server import Server, serving
 from tests.security.rawhttp import RawResponse, head_bytes, send_paced
 
 MIN_RATE = 100  # bytes per second
@@ -32,11 +32,8 @@ TRICKLE_INTERVAL = 0.5
 
 @pytest.fixture(scope="module", params=["granian", "uvicorn"])
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(tmp_path_factory.mktemp("trickle"), "--server", request.param, env=SETTINGS)
-    try:
+    with serving(tmp_path_factory.mktemp("trickle"), "--server", request.param, env=SETTINGS) as running:
         yield running
-    finally:
-        stop_server(running)
 
 
 def raw_headers(length: int) -> list[tuple[str, str]]:

@@ -11,26 +11,18 @@ from pathlib import Path
 import pytest
 
 from blobstore.config import Settings
-from blobstore.errors import ChunkConflict, DigestMismatch
+from blobstore.errors import DigestMismatch
 from blobstore.models import Caller
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from tests.fixtures.s3rver import S3rverEndpoint
+from tests.fixtures.streams import chunks_of, read_back
+from tests.service.scenarios import assert_a_conflicting_chunk_keeps_the_first
 from tests.storage.conftest import S3_ENDPOINTS
 
 pytestmark = pytest.mark.s3
 
 MiB = 1024 * 1024
-
-
-async def chunks_of(data: bytes, size: int = MiB) -> AsyncIterator[bytes]:
-    for start in range(0, len(data), size):
-        yield data[start : start + size]
-
-
-async def read_back(service: ArtifactService, caller: Caller, artifact_id: str) -> bytes:
-    _artifact, blob = await service.open_artifact(caller, artifact_id)
-    return b"".join([piece async for piece in service.stream(blob)])
 
 
 async def open_on(request: pytest.FixtureRequest, s3: str, tmp_path: Path) -> AsyncIterator[ArtifactService]:
@@ -75,16 +67,7 @@ async def test_a_50_mib_chunked_upload_completes_on_s3rver(
 async def test_a_conflicting_chunk_keeps_the_first_copy_and_completes_with_it(
     s3_service: ArtifactService, caller: Caller
 ) -> None:
-    chunk = 5 * MiB
-    data = os.urandom(chunk + 100)
-    session = await s3_service.uploads.begin(caller, name="c.bin", size=len(data), chunk_size=chunk)
-    await s3_service.uploads.put_chunk(caller, session.id, 0, chunks_of(data[:chunk]))
-    with pytest.raises(ChunkConflict):
-        await s3_service.uploads.put_chunk(caller, session.id, 0, chunks_of(os.urandom(chunk)))
-    await s3_service.uploads.put_chunk(caller, session.id, 1, chunks_of(data[chunk:]))
-    artifact = await s3_service.uploads.complete(caller, session.id)
-    assert artifact.sha256 == hashlib.sha256(data).hexdigest()
-    assert await read_back(s3_service, caller, artifact.id) == data
+    await assert_a_conflicting_chunk_keeps_the_first(s3_service, caller, chunk=5 * MiB, size=5 * MiB + 100)
 
 
 async def test_abort_after_a_refused_completion_leaves_nothing_on_s3rver(

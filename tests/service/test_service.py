@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import anyio
 import pytest
 
 from blobstore.errors import (
-    ChunkConflict,
     DigestMismatch,
     InvalidRange,
     NotFound,
@@ -22,16 +20,8 @@ from blobstore.errors import (
 )
 from blobstore.models import Caller, UploadState
 from blobstore.service import ArtifactService
-
-
-async def chunks_of(data: bytes, size: int = 10_000) -> AsyncIterator[bytes]:
-    for start in range(0, len(data), size):
-        yield data[start : start + size]
-
-
-async def read_back(service: ArtifactService, caller: Caller, artifact_id: str) -> bytes:
-    _artifact, blob = await service.open_artifact(caller, artifact_id)
-    return b"".join([piece async for piece in service.stream(blob)])
+from tests.fixtures.streams import chunks_of, read_back
+from tests.service.scenarios import assert_a_conflicting_chunk_keeps_the_first
 
 
 async def test_stored_artifact_reads_back_with_its_sha256(service: ArtifactService, caller: Caller) -> None:
@@ -194,15 +184,7 @@ async def test_chunked_upload_out_of_order_with_resend_completes_once(
 async def test_chunk_resent_with_different_bytes_is_a_conflict_and_keeps_the_first(
     service: ArtifactService, caller: Caller
 ) -> None:
-    chunk = 64 * 1024
-    data = os.urandom(2 * chunk)
-    session = await service.uploads.begin(caller, name="c", size=len(data), chunk_size=chunk)
-    await service.uploads.put_chunk(caller, session.id, 0, chunks_of(data[:chunk]))
-    with pytest.raises(ChunkConflict):
-        await service.uploads.put_chunk(caller, session.id, 0, chunks_of(os.urandom(chunk)))
-    await service.uploads.put_chunk(caller, session.id, 1, chunks_of(data[chunk:]))
-    artifact = await service.uploads.complete(caller, session.id)
-    assert await read_back(service, caller, artifact.id) == data
+    await assert_a_conflicting_chunk_keeps_the_first(service, caller, chunk=64 * 1024, size=2 * 64 * 1024)
 
 
 async def test_incomplete_or_wrong_digest_completion_leaves_the_upload_open(

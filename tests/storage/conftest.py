@@ -13,6 +13,7 @@ import pytest
 
 from blobstore.storage import BlobStore, LocalBlobStore, MemoryBlobStore, open_blob_store
 from blobstore.storage.s3 import S3BlobStore
+from tests.fixtures.streams import chunks_of as chunks_of
 
 BLOCK = 64 * 1024
 """Small blocks keep multi-chunk cases cheap on moto."""
@@ -72,11 +73,6 @@ def flip_byte(request: pytest.FixtureRequest) -> FlipByte:
             raise AssertionError(f"no corruption helper for {store.kind}")
 
     return flip
-
-
-async def chunks_of(data: bytes, piece: int = 10_000) -> AsyncIterator[bytes]:
-    for start in range(0, len(data), piece):
-        yield data[start : start + piece]
 
 
 async def read_all(store: BlobStore, blob: Any, offset: int = 0, length: int | None = None) -> bytes:

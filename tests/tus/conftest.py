@@ -13,7 +13,7 @@ import pytest
 
 from blobstore.config import Settings
 from tests.api.conftest import client, service
-from tests.fixtures.server import Server, start_server, stop_server
+from tests.fixtures.server import Server, serving
 
 __all__ = ["client", "service"]  # the HTTP API's in-process fixtures, over the settings defined here
 
@@ -61,8 +61,5 @@ async def head(client: httpx.AsyncClient, location: str, **headers: str) -> http
 
 @pytest.fixture(scope="session")
 def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = start_server(tmp_path_factory.mktemp("tus-server"))
-    try:
+    with serving(tmp_path_factory.mktemp("tus-server")) as running:
         yield running
-    finally:
-        stop_server(running)

@@ -103,7 +103,12 @@ async def test_a_disconnected_patch_keeps_full_chunks_and_the_tail_it_read(
     await app(patch_scope(location, 0, len(DATA)), request.receive, request.send)
 
     assert (await head(http, location)).headers["upload-offset"] == str(5 * PIECE)
-    rest = await patch(http, location, 5 * PIECE, DATA[5 * PIECE :])
+    await assert_the_rest_completes(http, location, 5 * PIECE)
+
+
+async def assert_the_rest_completes(http: httpx.AsyncClient, location: str, offset: int) -> None:
+    """A PATCH of the bytes from ``offset`` completes the upload with every byte of DATA."""
+    rest = await patch(http, location, offset, DATA[offset:])
     assert rest.status_code == 204, rest.text
     artifact_id = rest.headers["blobstore-artifact-id"]
     assert (await http.get(f"/v1/artifacts/{artifact_id}/content")).content == DATA
@@ -137,10 +142,7 @@ async def test_a_newer_patch_preempts_a_stalled_one_which_keeps_its_bytes(
     assert stalled.status == 409
     assert retry.status_code == 409
     assert retry.headers["upload-offset"] == str(4 * PIECE)
-    resumed = await patch(http, location, 4 * PIECE, DATA[4 * PIECE :])
-    assert resumed.status_code == 204, resumed.text
-    artifact_id = resumed.headers["blobstore-artifact-id"]
-    assert (await http.get(f"/v1/artifacts/{artifact_id}/content")).content == DATA
+    await assert_the_rest_completes(http, location, 4 * PIECE)
 
 
 async def test_head_completes_an_upload_whose_last_bytes_arrived_without_completion(
