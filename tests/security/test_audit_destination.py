@@ -1,6 +1,7 @@
 """Where audit lines go: to their own file (``BLOBSTORE_AUDIT_LOG``, by default ``audit.jsonl`` in the data
 directory), never onto the terminal of ``blobstore serve`` or ``blobstore token create`` unless asked for with
-``BLOBSTORE_AUDIT_LOG=-`` (standard output). The server's terminal shows its access log at ``info``."""
+``BLOBSTORE_AUDIT_LOG=-`` (standard output). The server's terminal shows its access log at ``info``: one JSON
+line per request."""
 
 from __future__ import annotations
 
@@ -24,17 +25,27 @@ def env_without_audit_setting(root: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def audit_records(text: str) -> list[dict[str, Any]]:
-    """The lines of ``text`` that are audit records (JSON objects with an ``action``)."""
+def json_objects(text: str) -> list[dict[str, Any]]:
+    """The lines of ``text`` that are JSON objects."""
     found = []
     for line in text.splitlines():
         try:
             value = json.loads(line)
         except ValueError:
             continue
-        if isinstance(value, dict) and "action" in value:
+        if isinstance(value, dict):
             found.append(value)
     return found
+
+
+def access_lines(text: str) -> list[dict[str, Any]]:
+    """The JSON access log lines (``"event": "http_request"``)."""
+    return [value for value in json_objects(text) if value.get("event") == "http_request"]
+
+
+def audit_records(text: str) -> list[dict[str, Any]]:
+    """The audit records (JSON objects with an ``action``)."""
+    return [value for value in json_objects(text) if "action" in value]
 
 
 @pytest.mark.parametrize("server", ["granian", "uvicorn"])
@@ -51,7 +62,12 @@ def test_serve_writes_audit_to_the_data_dir_and_an_access_log_to_the_terminal(
         stop_server(running)
     terminal = running.log_text()
     assert audit_records(terminal) == []
-    assert "POST /v1/artifacts" in terminal
+    requests = [
+        (line["method"], line["path"], line["status"])
+        for line in access_lines(terminal)
+        if line["method"] == "POST"
+    ]
+    assert requests == [("POST", "/v1/artifacts", 201)]
     assert "local mode" in terminal
     audit = audit_records((tmp_path / "data" / "audit.jsonl").read_text())
     assert [(a["action"], a["result"]) for a in audit] == [("upload", "ok"), ("read", "ok")]
