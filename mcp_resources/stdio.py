@@ -107,7 +107,9 @@ class HostStdio:
 
     async def send(self, message: bytes) -> None:
         if self._writer is not None:
-            self._writer.writelines((message, b"\n"))
+            # Two writes, not one joined line: the message goes to the pipe as it is, without a copy.
+            self._writer.write(message)
+            self._writer.write(b"\n")
             await self._writer.drain()
             return
         assert self._stdout is not None
