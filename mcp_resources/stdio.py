@@ -128,11 +128,29 @@ class HostStdio:
             self._stdin.close()
 
 
-class _Incoming:
-    """The SDK's read stream over a host channel: one parsed message per line, parse errors as items."""
+class _HostStream:
+    """One side of the SDK's stream pair over the host channel, which outlives it (its owner closes it)."""
 
     def __init__(self, host: HostStdio) -> None:
         self._host = host
+
+    async def aclose(self) -> None:
+        return None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        return None
+
+
+class _Incoming(_HostStream):
+    """The SDK's read stream over a host channel: one parsed message per line, parse errors as items."""
 
     async def receive(self) -> SessionMessage | Exception:
         line = await self._host.receive()
@@ -154,46 +172,15 @@ class _Incoming:
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
-    async def aclose(self) -> None:
-        return None
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        return None
-
-
-class _Outgoing:
+class _Outgoing(_HostStream):
     """The SDK's write stream over a host channel: each message serialized and written as one line."""
-
-    def __init__(self, host: HostStdio) -> None:
-        self._host = host
 
     async def send(self, item: SessionMessage, /) -> None:
         message = item.message
         await self._host.send(
             message.__pydantic_serializer__.to_json(message, by_alias=True, exclude_unset=True)
         )
-
-    async def aclose(self) -> None:
-        return None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        return None
 
 
 async def serve_on_stdio(server: Server[Any]) -> None:
