@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import select
 import sys
 from collections.abc import Iterator
 from types import TracebackType
@@ -24,6 +25,8 @@ from mcp.types import jsonrpc_message_adapter
 
 LINE_LIMIT: Final = 256 * 1024 * 1024
 """The longest message accepted on a stdio channel (a line holds a whole result, base64 included)."""
+THREAD_WRITE_AT: Final = 64 * 1024
+"""Messages from this size on are written by a worker thread (a pipe holds 64 KiB): see HostStdio.send."""
 
 
 async def read_line(reader: asyncio.StreamReader) -> bytes | None:
@@ -62,6 +65,18 @@ def _diverted_std_fds() -> Iterator[None]:
             os.close(copy)
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to a non-blocking pipe, waiting for room in between."""
+    view = memoryview(data)
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            poller.poll()
+
+
 class HostStdio:
     """The host's side: messages in on stdin, out on stdout.
 
@@ -74,6 +89,8 @@ class HostStdio:
         self._writer: asyncio.StreamWriter | None = None
         self._stdin: BinaryIO | None = None
         self._stdout: BinaryIO | None = None
+        # One message at a time on the pipe: a long one goes out from a thread while others wait.
+        self._sending = asyncio.Lock()
 
     async def open(self) -> None:
         loop = asyncio.get_running_loop()
@@ -107,10 +124,16 @@ class HostStdio:
 
     async def send(self, message: bytes) -> None:
         if self._writer is not None:
-            # Two writes, not one joined line: the message goes to the pipe as it is, without a copy.
-            self._writer.write(message)
-            self._writer.write(b"\n")
-            await self._writer.drain()
+            async with self._sending:
+                if len(message) < THREAD_WRITE_AT:
+                    self._writer.write(message)
+                    self._writer.write(b"\n")
+                    await self._writer.drain()
+                else:
+                    # A long line written by the loop costs an event-loop turn for every few KiB the host
+                    # drains; a worker thread waits on the pipe without the loop's machinery (or the GIL).
+                    fd = self._writer.transport.get_extra_info("pipe").fileno()
+                    await asyncio.to_thread(_write_all, fd, message + b"\n")
             return
         assert self._stdout is not None
         out = self._stdout
