@@ -1,8 +1,10 @@
 """``blobstore mcp``: serve the store over MCP on stdin/stdout, for host configs such as Claude Desktop's.
 
-The host starts this as a subprocess; stdout carries the protocol, so nothing else may write there (the SDK
-moves fd 1 to stderr while serving). The data directory is opened without the server lock, like the admin
-commands, so a desktop host can run it beside ``blobstore serve`` on the same data directory.
+The host starts this as a subprocess; stdout carries the protocol, so nothing else may write there (fd 1
+points at stderr while serving). The event loop reads stdin and writes stdout itself
+(:mod:`mcp_resources.stdio`), so a request costs no thread handoff on its way in or out. The data
+directory is opened without the server lock, like the admin commands, so a desktop host can run it beside
+``blobstore serve`` on the same data directory.
 """
 
 from __future__ import annotations
@@ -18,17 +20,15 @@ from blobstore.models import Caller
 
 
 async def serve_stdio(settings: Settings) -> None:
-    from mcp.server.stdio import stdio_server
-
     from blobstore.runtime import open_service
     from mcp_resources.server import create_server, fixed_caller
+    from mcp_resources.stdio import serve_on_stdio
 
     # A server, like `blobstore serve`: it brings the schema up to date before it serves.
     async with open_service(settings, migrate=True) as service:
         caller = Caller(namespace=settings.mcp_namespace, actor="mcp-stdio")
         server = create_server(service, caller_for=fixed_caller(caller))
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        await serve_on_stdio(server)
 
 
 @main.command("mcp")

@@ -12,9 +12,8 @@ import contextlib
 import json
 import logging
 import os
-import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, BinaryIO, Final, Protocol
+from typing import Any, Final, Protocol
 
 import httpx
 from mcp.shared.inbound import (
@@ -26,10 +25,12 @@ from mcp.shared.inbound import (
 )
 from mcp.types import PROTOCOL_VERSION_META_KEY
 
+from mcp_resources.stdio import LINE_LIMIT, HostStdio, read_line
+
+__all__ = ["LINE_LIMIT", "Channel", "HostStdio", "HttpUpstream", "StdioUpstream", "Upstream"]
+
 logger = logging.getLogger("mcp_resources.proxy")
 
-LINE_LIMIT: Final = 256 * 1024 * 1024
-"""The longest message accepted on a stdio channel (a line holds a whole result, base64 included)."""
 MCP_SESSION_ID: Final = "mcp-session-id"
 
 
@@ -54,72 +55,6 @@ class Upstream(Channel, Protocol):
         """Wait until the upstream has ended (a child process exits)."""
 
 
-async def _read_line(reader: asyncio.StreamReader) -> bytes | None:
-    while True:
-        try:
-            line = await reader.readuntil(b"\n")
-        except asyncio.IncompleteReadError as exc:
-            line = exc.partial
-            if not line.strip():
-                return None
-        stripped = line.strip()
-        if stripped:
-            return stripped
-
-
-class HostStdio:
-    """The host's side: messages in on stdin, out on stdout.
-
-    Pipes and sockets (what hosts give) are read and written by the event loop; anything else (a file, a
-    terminal, ``/dev/null``) line by line in a worker thread.
-    """
-
-    def __init__(self) -> None:
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._stdin: BinaryIO | None = None
-        self._stdout: BinaryIO | None = None
-
-    async def open(self) -> None:
-        loop = asyncio.get_running_loop()
-        # Duplicates, so closing the transports never closes the process's own descriptors.
-        stdin = os.fdopen(os.dup(sys.stdin.fileno()), "rb", buffering=0)
-        stdout = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
-        reader = asyncio.StreamReader(limit=LINE_LIMIT)
-        try:
-            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
-            self._reader = reader
-        except (ValueError, OSError):
-            self._stdin = os.fdopen(os.dup(sys.stdin.fileno()), "rb")
-            stdin.close()
-        try:
-            transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, stdout)
-            self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
-        except (ValueError, OSError):
-            self._stdout = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-            stdout.close()
-
-    async def receive(self) -> bytes | None:
-        if self._reader is not None:
-            return await _read_line(self._reader)
-        assert self._stdin is not None
-        while True:
-            line = await asyncio.to_thread(self._stdin.readline)
-            if not line:
-                return None
-            if line.strip():
-                return line.strip()
-
-    async def send(self, message: bytes) -> None:
-        if self._writer is not None:
-            self._writer.write(message + b"\n")
-            await self._writer.drain()
-            return
-        assert self._stdout is not None
-        out = self._stdout
-        await asyncio.to_thread(lambda: (out.write(message + b"\n"), out.flush()))
-
-
 class StdioUpstream:
     """An upstream MCP server run as a child process; its stderr goes to ours."""
 
@@ -141,7 +76,7 @@ class StdioUpstream:
     async def receive(self) -> bytes | None:
         assert self._process is not None
         assert self._process.stdout is not None
-        return await _read_line(self._process.stdout)
+        return await read_line(self._process.stdout)
 
     async def send(self, message: bytes) -> None:
         assert self._process is not None
