@@ -225,8 +225,8 @@ async def download_content(
     offset: Annotated[str | None, Query(description="Window start (MCP window semantics)")] = None,
     length: Annotated[str | None, Query(description="Window length, clamped to the window maximum")] = None,
 ) -> Response:
-    # Requests are answered by ContentRoute ahead of this route; this one describes the operation in the
-    # OpenAPI document and answers when the app is built without the lean route.
+    # ContentRoute, mounted ahead of this route, answers every GET and HEAD of this path: this one describes
+    # the operation and its parameters in the OpenAPI document.
     return await serve_content(request)
 
 
@@ -272,8 +272,8 @@ class ContentRoute(Route):
 
     Placed ahead of the FastAPI routes of the same path, it takes ``GET`` and ``HEAD`` only (any other method
     falls through to them, so a 405 is what it was). Authentication, scopes, the error table, conditional
-    requests, ranges and the audit line are the same code as before; only the per-request parameter
-    machinery is skipped, which was most of a small range read's cost.
+    requests, ranges and the audit line are the same code as before; only FastAPI's per-request parameter
+    machinery is skipped, about a third of a 64 KiB range read's server time.
     """
 
     def __init__(self) -> None:
