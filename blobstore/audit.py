@@ -24,7 +24,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -54,6 +54,9 @@ class AuditEvent:
     size: int | None = None
     mime_type: str | None = None
     duration_ms: int | None = None
+
+
+_EVENT_FIELDS: Final = tuple(field.name for field in fields(AuditEvent))
 
 
 class AuditLog:
@@ -89,7 +92,8 @@ class AuditLog:
             mime_type=mime_type,
             duration_ms=duration_ms,
         )
-        payload: dict[str, Any] = asdict(event)
+        # The fields are flat values: a shallow copy, not asdict's deep copy (a few % of a small range read).
+        payload: dict[str, Any] = {name: getattr(event, name) for name in _EVENT_FIELDS}
         payload["time"] = event.time.isoformat()
         if token_id is not None:
             payload["token_id"] = token_id

@@ -97,6 +97,8 @@ def create_app(
     app.include_router(health.router)
     app.include_router(uploads.router)
     app.include_router(artifacts.router)
+    # Ahead of every FastAPI route: GET and HEAD of the content skip FastAPI's request machinery.
+    app.router.routes.insert(0, artifacts.ContentRoute())
     app.include_router(tus.router)
     if settings.metrics:
         app.include_router(metrics.router)

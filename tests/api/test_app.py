@@ -97,6 +97,17 @@ async def test_a_method_a_path_lacks_is_405_with_every_method_it_has_in_allow(
     assert "PATCH" in tus.headers["allow"]
 
 
+async def test_the_content_path_refuses_other_methods_than_get_and_head_as_a_problem(
+    client: httpx.AsyncClient, upload: Uploader
+) -> None:
+    artifact_id = (await upload(b"bytes"))["id"]
+    response = await client.delete(f"/v1/artifacts/{artifact_id}/content")
+    assert response.status_code == 405
+    assert set(response.headers["allow"].split(", ")) == {"GET", "HEAD"}
+    assert response.headers["content-type"] == "application/problem+json"
+    assert (await client.head(f"/v1/artifacts/{artifact_id}/content")).headers["content-length"] == "5"
+
+
 async def test_the_openapi_document_names_the_problem_answers_and_the_limits_of_the_settings(
     client: httpx.AsyncClient, settings: Settings
 ) -> None:

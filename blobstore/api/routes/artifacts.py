@@ -6,10 +6,12 @@ import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
+from starlette.routing import Match, Route
+from starlette.types import Scope as StarletteScope
 
 from blobstore.api.body import declared_length, json_body_openapi, read_json
 from blobstore.api.conditional import plan_download
-from blobstore.api.deps import BaseUrlDep, CallerDep, ServiceDep, SettingsDep
+from blobstore.api.deps import BaseUrlDep, CallerDep, ServiceDep, SettingsDep, app_state, get_caller
 from blobstore.api.downloads import build_download, representation
 from blobstore.api.headers import CONTENT_DIGEST, parse_content_digest
 from blobstore.api.multipart import StreamingForm, boundary_of
@@ -21,6 +23,8 @@ from blobstore.models import UNSET
 from blobstore.validation import validate_mime, validate_name
 
 router = APIRouter(prefix="/v1/artifacts", tags=["artifacts"])
+
+CONTENT_PATH = "/v1/artifacts/{artifact_id}/content"
 
 DEFAULT_NAME = "upload"
 """The name of an artifact uploaded without one (as for tus uploads without metadata)."""
@@ -199,14 +203,14 @@ _DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 @router.get(
-    "/{artifact_id}/content",
+    CONTENT_PATH.removeprefix("/v1/artifacts"),
     summary="Download the bytes: full, Range (single or multiple), or an offset/length window",
     responses=_DOWNLOAD_RESPONSES,
     response_class=Response,
     operation_id="download_content",
 )
 @router.head(
-    "/{artifact_id}/content",
+    CONTENT_PATH.removeprefix("/v1/artifacts"),
     summary="Headers of the same download without the body",
     responses=_DOWNLOAD_RESPONSES,
     response_class=Response,
@@ -221,9 +225,20 @@ async def download_content(
     offset: Annotated[str | None, Query(description="Window start (MCP window semantics)")] = None,
     length: Annotated[str | None, Query(description="Window length, clamped to the window maximum")] = None,
 ) -> Response:
+    # ContentRoute, mounted ahead of this route, answers every GET and HEAD of this path: this one describes
+    # the operation and its parameters in the OpenAPI document.
+    return await serve_content(request)
+
+
+async def serve_content(request: Request) -> Response:
+    """``GET``/``HEAD`` of an artifact's content, read straight off the request (no dependency resolution)."""
     started = time.monotonic()
-    artifact, blob = await service.open_artifact(caller, artifact_id)
-    query = {key: value for key, value in (("offset", offset), ("length", length)) if value is not None}
+    state = app_state(request.app)
+    service, settings = state.service, state.settings
+    caller = await get_caller(request)
+    artifact, blob = await service.open_artifact(caller, request.path_params["artifact_id"])
+    params = request.query_params
+    query = {key: value for key in ("offset", "length") if (value := params.get(key)) is not None}
     plan = plan_download(
         request.method,
         request.headers,
@@ -250,3 +265,24 @@ async def download_content(
             extra={"redirect": "s3"} if redirect else None,
         )
     return response
+
+
+class ContentRoute(Route):
+    """The hot read path outside FastAPI's routing and dependency resolution.
+
+    Placed ahead of the FastAPI routes of the same path, it takes ``GET`` and ``HEAD`` only (any other method
+    falls through to them, so a 405 is what it was). Authentication, scopes, the error table, conditional
+    requests, ranges and the audit line are the same code as before; only FastAPI's per-request parameter
+    machinery is skipped, about a third of a 64 KiB range read's server time.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(CONTENT_PATH, serve_content, methods=["GET", "HEAD"], include_in_schema=False)
+
+    def matches(self, scope: StarletteScope) -> tuple[Match, StarletteScope]:
+        match, child_scope = super().matches(scope)
+        if match is not Match.FULL:
+            return Match.NONE, {}
+        # The route template for the metrics and the access line, as FastAPI's routes set it.
+        child_scope["route"] = self
+        return match, child_scope

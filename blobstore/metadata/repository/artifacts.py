@@ -195,15 +195,8 @@ class ArtifactRepository(RepositoryBase):
     async def get_artifact_with_blob(
         self, namespace: str, artifact_id: str, *, now: datetime
     ) -> tuple[Artifact, BlobRecord] | None:
-        blob_columns = [column.label(f"b_{column.name}") for column in blobs.c]
         row = await self._first(
-            sa.select(artifacts, *blob_columns)
-            .join(blobs, blobs.c.id == artifacts.c.blob_id)
-            .where(
-                artifacts.c.id == artifact_id,
-                artifacts.c.namespace == namespace,
-                visible(now),
-            )
+            _artifact_with_blob(), {"artifact_id": artifact_id, "namespace": namespace, "now": now}
         )
         if row is None:
             return None
@@ -306,3 +299,18 @@ class ArtifactRepository(RepositoryBase):
                 )
             )
         return int(total or 0)
+
+
+@functools.cache
+def _artifact_with_blob() -> sa.Select[Any]:
+    """The lookup of every content read, built once with bound parameters: SQLAlchemy memoises a statement
+    object's cache key, so executing the same object again skips building the statement and its key."""
+    return (
+        sa.select(artifacts, *(column.label(f"b_{column.name}") for column in blobs.c))
+        .join(blobs, blobs.c.id == artifacts.c.blob_id)
+        .where(
+            artifacts.c.id == sa.bindparam("artifact_id"),
+            artifacts.c.namespace == sa.bindparam("namespace"),
+            visible(sa.bindparam("now", type_=artifacts.c.expires_at.type)),
+        )
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Self, TypeVar
 
@@ -100,14 +100,16 @@ class RepositoryBase:
 
     # -- reads -----------------------------------------------------------------------------------------------
 
-    async def _first(self, statement: sa.Select[Any]) -> sa.Row[Any] | None:
+    async def _first(
+        self, statement: sa.Select[Any], parameters: Mapping[str, Any] | None = None
+    ) -> sa.Row[Any] | None:
         """The first row of a read-only statement, on the fast synchronous SQLite path where there is one."""
         if self._sync_reader is None:
             async with self._reader.connect() as conn:
-                first: sa.Row[Any] | None = (await conn.execute(statement)).first()
+                first: sa.Row[Any] | None = (await conn.execute(statement, parameters)).first()
                 return first
         row: sa.Row[Any] | None = await anyio.to_thread.run_sync(
-            self._first_sync, statement, limiter=self._sync_limiter
+            self._first_sync, statement, parameters, limiter=self._sync_limiter
         )
         return row
 
@@ -117,10 +119,12 @@ class RepositoryBase:
             rows: Sequence[sa.Row[Any]] = (await conn.execute(statement)).all()
             return rows
 
-    def _first_sync(self, statement: sa.Select[Any]) -> sa.Row[Any] | None:
+    def _first_sync(
+        self, statement: sa.Select[Any], parameters: Mapping[str, Any] | None = None
+    ) -> sa.Row[Any] | None:
         assert self._sync_reader is not None
         with self._sync_reader.connect() as conn:
-            return conn.execute(statement).first()
+            return conn.execute(statement, parameters).first()
 
     # -- the disk reserve ------------------------------------------------------------------------------------
 
@@ -181,7 +185,7 @@ class RepositoryBase:
         return sqlite.insert(table)
 
 
-def visible(now: datetime) -> sa.ColumnElement[bool]:
+def visible(now: datetime | sa.BindParameter[datetime]) -> sa.ColumnElement[bool]:
     """The artifact is not expired at ``now`` (or pinned)."""
     return sa.or_(
         artifacts.c.pinned == sa.true(),
