@@ -184,3 +184,23 @@ class ChunkHasher:
         if expected_xxh3 is not None and result.xxh3 != normalize_xxh3(expected_xxh3):
             raise ChecksumMismatch(algorithm="xxh3")
         return result
+
+
+class StagedCheck:
+    """Length and XXH3-128 of a staged chunk read back to be joined, to compare with its receipt.
+
+    No SHA-256 here: the receipt's XXH3 was recorded when the chunk arrived, which is enough to notice bytes
+    that changed at rest, and the blob's own SHA-256, computed in the same pass, covers every byte against
+    the declared digest.
+    """
+
+    def __init__(self) -> None:
+        self.size = 0
+        self._xxh = xxhash.xxh3_128()
+
+    def update(self, data: bytes | bytearray | memoryview) -> None:
+        self._xxh.update(data)
+        self.size += len(data)
+
+    def xxh3(self) -> str:
+        return self._xxh.hexdigest()

@@ -9,14 +9,15 @@ from pathlib import Path
 
 import anyio
 
-from blobstore.client.api import BlobstoreApi, content_digest
+from blobstore.client.api import BlobstoreApi
 from blobstore.client.models import ProgressCallback
+from blobstore.digests import xxh3_hex
 from blobstore.errors import BlobstoreError, SizeMismatch
 
 _HASH_BLOCK = 1024 * 1024
 
 ChunkReader = Callable[[int], Awaitable[tuple[bytes, str]]]
-"""Returns chunk ``index``'s bytes and their ``Content-Digest``."""
+"""Returns chunk ``index``'s bytes and their XXH3-128 (hex)."""
 
 
 def chunk_count(size: int, chunk_size: int) -> int:
@@ -36,7 +37,7 @@ def sha256_of_file(path: Path) -> str:
 
 
 def read_exact(fd: int, offset: int, length: int) -> tuple[bytes, str]:
-    """``length`` bytes at ``offset`` and their digest; a short read means the file shrank under us."""
+    """``length`` bytes at ``offset`` and their XXH3; a short read means the file shrank under us."""
     parts: list[bytes] = []
     got = 0
     while got < length:
@@ -46,12 +47,12 @@ def read_exact(fd: int, offset: int, length: int) -> tuple[bytes, str]:
         parts.append(block)
         got += len(block)
     data = parts[0] if len(parts) == 1 else b"".join(parts)
-    return data, content_digest(data)
+    return data, xxh3_hex(data)
 
 
 def slice_with_digest(data: memoryview, offset: int, length: int) -> tuple[bytes, str]:
     piece = bytes(data[offset : offset + length])
-    return piece, content_digest(piece)
+    return piece, xxh3_hex(piece)
 
 
 class ProgressTracker:
@@ -105,7 +106,7 @@ async def run_concurrently(tasks: list[Callable[[], Awaitable[None]]]) -> None:
 
 
 ChunkSender = Callable[[int, bytes, str], Awaitable[None]]
-"""Sends chunk ``index``'s bytes (with their ``Content-Digest``) wherever they go."""
+"""Sends chunk ``index``'s bytes (with their XXH3) wherever they go."""
 
 
 async def send_indexed(
@@ -143,7 +144,7 @@ async def send_indexed_chunks(
 ) -> None:
     """PUT the given chunks to the API with up to ``parallel`` in flight."""
 
-    async def put(index: int, data: bytes, digest: str) -> None:
-        await api.put_chunk(upload_id, index, data, digest=digest)
+    async def put(index: int, data: bytes, xxh3: str) -> None:
+        await api.put_chunk(upload_id, index, data, xxh3=xxh3)
 
     await send_indexed(indexes, read, put, parallel=parallel, progress=progress, counter=counter)

@@ -15,7 +15,7 @@ import anyio
 import httpx
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from blobstore.client.api import BlobstoreApi, content_digest
+from blobstore.client.api import BlobstoreApi
 from blobstore.client.chunks import (
     ChunkCounter,
     ChunkReader,
@@ -32,6 +32,7 @@ from blobstore.client.direct import DirectSender, part_urls
 from blobstore.client.models import ArtifactInfo, ProgressCallback, UploadResult, UploadStatusInfo
 from blobstore.client.problems import local_file_error
 from blobstore.client.state import FileIdentity, ResumeState, UploadStateStore
+from blobstore.digests import xxh3_hex
 from blobstore.errors import InvalidRequest, NotFound, UploadNotOpen
 
 _FINISHED = frozenset({"completed", "completing"})
@@ -277,8 +278,8 @@ class Uploader:
         async def consume(stream: MemoryObjectReceiveStream[tuple[int, bytes]]) -> None:
             async with stream:
                 async for index, chunk in stream:
-                    chunk_digest: str = await self._thread(content_digest, chunk)
-                    await self.api.put_chunk(session.upload_id, index, chunk, digest=chunk_digest)
+                    chunk_xxh3: str = await self._thread(xxh3_hex, chunk)
+                    await self.api.put_chunk(session.upload_id, index, chunk, xxh3=chunk_xxh3)
                     counter.chunks += 1
                     counter.bytes += len(chunk)
                     progress.advance(len(chunk))

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from blobstore.digests import ChunkHasher, HashingWriter, StreamDigest
+from blobstore.digests import ChunkHasher, HashingWriter, StagedCheck, StreamDigest
 from blobstore.diskspace import check_free
 from blobstore.errors import (
     ChunkConflict,
@@ -59,6 +59,8 @@ TEMP_DIR = "tmp"
 STAGING_DIR = "staging"
 TEMP_SUFFIX = ".part"
 _COPY_PIECE = 1024 * 1024
+_JOIN_PIECE = 4 * 1024 * 1024
+"""Read size when a commit joins staged chunks: fewer system calls and hash calls per byte than 1 MiB."""
 _PUBLISH_ATTEMPTS = 3
 
 
@@ -79,7 +81,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_all(fd: int, data: bytes | bytearray) -> None:
+def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     view = memoryview(data)
     while view:
         written = os.write(fd, view)
@@ -436,21 +438,27 @@ def _write_hashed(temp: _TempFile, data: bytearray, hasher: HashingWriter | Chun
     _write_all(temp.fileno(), data)
 
 
-def _append_chunk(temp: _TempFile, path: Path, receipt: ChunkReceipt, writer: HashingWriter) -> None:
+def _append_chunk(
+    temp: _TempFile, path: Path, receipt: ChunkReceipt, writer: HashingWriter, buffer: bytearray
+) -> None:
+    """Append one staged chunk, hashed for the blob and checked against its receipt from the same reads."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         raise UploadIncomplete(missing=[receipt.index]) from None
-    check = ChunkHasher()
+    check = StagedCheck()
+    view = memoryview(buffer)
     try:
-        while piece := os.read(fd, _COPY_PIECE):
-            writer.update(piece)
-            check.update(piece)
-            _write_all(temp.fileno(), piece)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        with open(fd, "rb", buffering=0, closefd=False) as source:
+            while length := source.readinto(view):
+                piece = view[:length]
+                writer.update(piece)
+                check.update(piece)
+                _write_all(temp.fileno(), piece)
     finally:
         os.close(fd)
-    staged = check.finish()
-    check_staged(receipt, staged.size, staged.xxh3)
+    check_staged(receipt, check.size, check.xxh3())
 
 
 class _TempSink:
@@ -496,9 +504,14 @@ class _StagingSink(_TempSink):
     def __init__(self, store: LocalBlobStore, temp: _TempFile, area: Path) -> None:
         super().__init__(store, temp)
         self.area = area
+        self._join_buffer: bytearray | None = None
 
     async def append_staged(self, receipt: ChunkReceipt, writer: HashingWriter) -> None:
-        await self.store._run(_append_chunk, self._file(), self.area / str(receipt.index), receipt, writer)
+        # One buffer for every chunk of the commit (they are appended one after the other).
+        if self._join_buffer is None:
+            self._join_buffer = bytearray(_JOIN_PIECE)
+        path = self.area / str(receipt.index)
+        await self.store._run(_append_chunk, self._file(), path, receipt, writer, self._join_buffer)
 
     async def keep(self, receipt: ChunkReceipt) -> ChunkReceipt:
         return await self.store._run(

@@ -43,7 +43,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from urllib3.exceptions import HTTPError as Urllib3Error
 
-from blobstore.digests import ChunkHasher, HashingWriter, StreamDigest
+from blobstore.digests import ChunkHasher, HashingWriter, StagedCheck, StreamDigest
 from blobstore.disposition import content_disposition
 from blobstore.errors import (
     BlobstoreError,
@@ -650,15 +650,14 @@ class _StagedChunk:
         response = await self._open()
         self.etag = response.get("ETag")
         body = response["Body"]
-        check = ChunkHasher()
+        check = StagedCheck()
         writer = self.writer if hash_into_commit else None
         try:
             while piece := await self.store._run(_read_and_hash, body, writer, check):
                 yield piece
         finally:
             body.close()
-        staged = check.finish()
-        check_staged(self.receipt, staged.size, staged.xxh3)
+        check_staged(self.receipt, check.size, check.xxh3())
 
 
 class _Multipart:
@@ -935,7 +934,7 @@ def _read_all_and_close(body: Any) -> bytes:
         body.close()
 
 
-def _read_and_hash(body: Any, writer: HashingWriter | None, check: ChunkHasher) -> bytes:
+def _read_and_hash(body: Any, writer: HashingWriter | None, check: StagedCheck) -> bytes:
     piece: bytes = body.read(_READ_PIECE)
     if piece:
         if writer is not None:
