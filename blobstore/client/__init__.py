@@ -2,7 +2,7 @@
 (:class:`BlobstoreClient`), with resumable parallel uploads and resumable ranged downloads."""
 
 from blobstore.client.async_client import DEFAULT_URL, AsyncBlobstoreClient
-from blobstore.client.models import (
+from blobstore.client.results import (
     ArtifactInfo,
     ArtifactPage,
     DownloadResult,

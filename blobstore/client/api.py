@@ -9,8 +9,8 @@ from typing import Any
 
 import httpx
 
-from blobstore.client.models import ArtifactInfo, ArtifactPage, UploadSessionInfo, UploadStatusInfo
 from blobstore.client.problems import error_from_response
+from blobstore.client.results import ArtifactInfo, ArtifactPage, UploadSessionInfo, UploadStatusInfo
 from blobstore.client.retry import RetryableResponse, RetryPolicy, call_with_retries, is_retryable_status
 from blobstore.digests import xxh3_hex
 

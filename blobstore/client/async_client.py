@@ -14,8 +14,8 @@ import httpx
 from blobstore import __version__
 from blobstore.client.api import BlobstoreApi
 from blobstore.client.direct import new_direct_http
-from blobstore.client.downloads import Downloader
-from blobstore.client.models import (
+from blobstore.client.downloader import Downloader
+from blobstore.client.results import (
     ArtifactInfo,
     ArtifactPage,
     DownloadResult,
@@ -26,7 +26,7 @@ from blobstore.client.models import (
 )
 from blobstore.client.retry import RetryPolicy
 from blobstore.client.state import UploadStateStore
-from blobstore.client.uploads import Uploader, UploadOptions
+from blobstore.client.uploader import Uploader, UploadOptions
 
 DEFAULT_URL = "http://127.0.0.1:8420"
 DEFAULT_PARALLEL = 4

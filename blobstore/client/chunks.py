@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 
 from blobstore.client.api import BlobstoreApi
-from blobstore.client.models import ProgressCallback
+from blobstore.client.results import ProgressCallback
 from blobstore.digests import xxh3_hex
 from blobstore.errors import BlobstoreError, SizeMismatch
 

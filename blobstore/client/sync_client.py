@@ -13,7 +13,7 @@ import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from blobstore.client.async_client import DEFAULT_URL, AsyncBlobstoreClient
-from blobstore.client.models import (
+from blobstore.client.results import (
     ArtifactInfo,
     ArtifactPage,
     DownloadResult,

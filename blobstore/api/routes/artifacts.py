@@ -12,7 +12,7 @@ from starlette.types import Scope as StarletteScope
 from blobstore.api.body import declared_length, json_body_openapi, read_json
 from blobstore.api.conditional import plan_download
 from blobstore.api.deps import BaseUrlDep, CallerDep, ServiceDep, SettingsDep, app_state, get_caller
-from blobstore.api.downloads import build_download, representation
+from blobstore.api.download_responses import build_download, representation
 from blobstore.api.headers import CONTENT_DIGEST, parse_content_digest
 from blobstore.api.multipart import StreamingForm, boundary_of
 from blobstore.api.redirects import presigned_redirect

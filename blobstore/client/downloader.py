@@ -22,8 +22,8 @@ import httpx
 
 from blobstore.client.api import BlobstoreApi
 from blobstore.client.chunks import ProgressTracker
-from blobstore.client.models import ArtifactInfo, DownloadResult, ProgressCallback
 from blobstore.client.problems import error_from_response, local_file_error, unreachable
+from blobstore.client.results import ArtifactInfo, DownloadResult, ProgressCallback
 from blobstore.client.retry import RetryableResponse, is_retryable_status, retry_after_seconds
 from blobstore.errors import Conflict, DigestMismatch, InvalidRange, RangeNotSatisfiable, StorageUnavailable
 

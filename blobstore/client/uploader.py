@@ -29,8 +29,8 @@ from blobstore.client.chunks import (
     slice_with_digest,
 )
 from blobstore.client.direct import DirectSender, part_urls
-from blobstore.client.models import ArtifactInfo, ProgressCallback, UploadResult, UploadStatusInfo
 from blobstore.client.problems import local_file_error
+from blobstore.client.results import ArtifactInfo, ProgressCallback, UploadResult, UploadStatusInfo
 from blobstore.client.state import FileIdentity, ResumeState, UploadStateStore
 from blobstore.digests import xxh3_hex
 from blobstore.errors import InvalidRequest, NotFound, UploadNotOpen
