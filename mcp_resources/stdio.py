@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import select
+import stat
 import sys
 from collections.abc import Iterator
 from types import TracebackType
@@ -77,6 +78,12 @@ def _write_all(fd: int, data: bytes) -> None:
             poller.poll()
 
 
+def _pollable(stream: BinaryIO) -> bool:
+    """A pipe or a socket: what the event loop can wait on."""
+    mode = os.fstat(stream.fileno()).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 class HostStdio:
     """The host's side: messages in on stdin, out on stdout.
 
@@ -98,16 +105,19 @@ class HostStdio:
         stdin = os.fdopen(os.dup(sys.stdin.fileno()), "rb", buffering=0)
         stdout = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
         reader = asyncio.StreamReader(limit=LINE_LIMIT)
-        try:
+        # asyncio also takes a character device (a terminal, /dev/null), but registers it with the selector
+        # only in a later callback, where the kernel refuses one that cannot be polled (/dev/null: EPERM) and
+        # the read then never ends: only pipes and sockets go to the event loop.
+        if _pollable(stdin):
             await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
             self._reader = reader
-        except (ValueError, OSError):
+        else:
             self._stdin = os.fdopen(os.dup(sys.stdin.fileno()), "rb")
             stdin.close()
-        try:
+        if _pollable(stdout):
             transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, stdout)
             self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
-        except (ValueError, OSError):
+        else:
             self._stdout = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
             stdout.close()
 
