@@ -245,7 +245,7 @@ async def test_full_disk_during_commit_keeps_the_staged_chunks(
     store = LocalBlobStore(root)
     ref = await store.stage_begin("u_commit_full", chunk_size=1000)
     receipt = await store.stage_put(ref, 0, chunks_of(b"f" * 1000))
-    # A completion writes no bytes (the chunks are linked where they lie): the link is what meets the full disk.
+    # A completion writes no bytes (the staged file is linked as it lies): its link meets the full disk.
     monkeypatch.setattr(os, "link", refuse_link)
     with pytest.raises(StorageFull):
         await store.stage_commit(ref, [receipt])
