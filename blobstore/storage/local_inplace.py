@@ -260,7 +260,10 @@ class InPlaceChunkSink:
         if existing is not None:
             return existing, None
         if restore:
-            _restore_data(self.area)
+            try:
+                _restore_data(self.area)
+            except FileNotFoundError:
+                raise NotFound() from None  # the area went away meanwhile: the upload was aborted
         try:
             return None, os.open(self.area / DATA, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
