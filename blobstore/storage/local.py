@@ -5,7 +5,12 @@ Layout under the root (directories 0700, files 0600, set explicitly whatever the
     blobs/<ab>/<cd>/<sha256>.<suffix>   published generations, never modified
     tmp/<random>.part                   half-written puts and chunks, locked by their writer; swept when
                                         no live process holds the lock
-    staging/<upload_id>/<index>         staged upload chunks
+    staging/<upload_id>/receipts        accepted chunks of an upload, and its chunk size
+    staging/<upload_id>/data            its chunks, each written in place at index * chunk size
+    staging/<upload_id>/sealed          the same file once a completion took it over
+
+(``blobstore.storage.local_inplace`` explains the staging layout; an area made before it, one file per
+chunk as ``staging/<upload_id>/<index>``, is still completed or aborted as it was written.)
 
 A write goes to an ``O_EXCL`` temp file in ``tmp/`` (same file system), is hashed while written, ``fsync``-ed,
 published with a no-clobber hard link and made durable by ``fsync`` of the directory. A failed ``fsync`` fails
@@ -48,6 +53,7 @@ from blobstore.storage.keys import (
     validate_key,
     validate_staging_ref,
 )
+from blobstore.storage.local_inplace import InPlaceChunkSink, InPlaceCommitSink, create_area, is_inplace_area
 from blobstore.storage.staging import check_staged
 from blobstore.storage.writes import BlobSink, ChunkSink, CommitSink, StagedWrites
 
@@ -200,9 +206,19 @@ class LocalBlobStore(StagedWrites):
     async def _commit_sink(
         self, staging_ref: str, chunks: Sequence[ChunkReceipt], size: int, claimed_sha256: str | None
     ) -> CommitSink:
+        area = self._area(staging_ref)
+        if await self._run(is_inplace_area, area):
+            commit = InPlaceCommitSink(self, area)
+            await _opened(commit)
+            return commit
         return await self._staging_sink(staging_ref)
 
     async def _chunk_sink(self, staging_ref: str, index: int) -> ChunkSink:
+        area = self._area(staging_ref)
+        if await self._run(is_inplace_area, area):
+            chunk = InPlaceChunkSink(self, area, index)
+            await _opened(chunk)
+            return chunk
         return await self._staging_sink(staging_ref)
 
     async def _staging_sink(self, staging_ref: str) -> _StagingSink:
@@ -373,8 +389,13 @@ class LocalBlobStore(StagedWrites):
     async def stage_begin(self, upload_id: str, *, chunk_size: int) -> str:
         if chunk_size <= 0:
             raise InvalidRequest("chunk size must be positive")
-        await self._run(self._make_dir, self._area(upload_id))
+        await self._run(self._begin_area, self._area(upload_id), chunk_size)
         return upload_id
+
+    def _begin_area(self, area: Path, chunk_size: int) -> None:
+        self._make_dir(area)
+        if not is_inplace_area(area):
+            create_area(area, chunk_size)
 
     async def _require_area(self, area: Path) -> None:
         if not await self._run(area.is_dir):
@@ -431,6 +452,16 @@ class LocalBlobStore(StagedWrites):
             return os.stat(path, follow_symlinks=False)
         except FileNotFoundError:
             return None
+
+
+async def _opened(sink: InPlaceChunkSink | InPlaceCommitSink) -> None:
+    """Open ``sink``; on failure release what it took (its descriptors, and so its lock)."""
+    try:
+        await sink.open()
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await sink.discard()
+        raise
 
 
 def _write_hashed(temp: _TempFile, data: bytearray, hasher: HashingWriter | ChunkHasher) -> None:

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from blobstore.cleanup import run_cleanup
-from blobstore.errors import NotFound, UploadNotOpen
+from blobstore.errors import DigestMismatch, NotFound, UploadNotOpen
 from blobstore.models import Caller
 from blobstore.service import ArtifactService
 from tests.cleanup.helpers import (
@@ -45,6 +45,25 @@ async def test_expired_upload_sessions_are_purged_and_open_ones_kept(
     assert await staging_refs(service) == {fresh.staging_ref}
     artifact = await service.uploads.complete(caller, fresh.id)
     assert await read_back(service, caller, artifact.id) == b"f" * 1024
+
+
+async def test_an_upload_whose_completion_failed_is_purged_with_its_staging_when_it_expires(
+    service: ArtifactService, caller: Caller, clock: FakeClock
+) -> None:
+    wrong = "0" * 64
+    session = await service.uploads.begin(caller, name="f.bin", size=2048, chunk_size=1024, sha256=wrong)
+    for index in range(2):
+        await service.uploads.put_chunk(caller, session.id, index, _once(bytes([index]) * 1024))
+    # The completion took the staged chunks over (on local disk: sealed the data file) before it failed.
+    with pytest.raises(DigestMismatch):
+        await service.uploads.complete(caller, session.id)
+    assert await staging_refs(service) == {session.staging_ref}
+    clock.advance(UPLOAD_TTL)
+
+    report = await run_cleanup(service, steps=["uploads"])
+    assert report.step("uploads").items == 1
+    assert await staging_refs(service) == set()
+    assert await storage_keys(service) == set()
 
 
 async def test_a_chunk_sent_after_expiry_is_refused(

@@ -13,10 +13,12 @@ import httpx
 import pytest
 
 import blobstore.storage.local as local_backend
+import blobstore.storage.local_inplace as inplace_backend
 from blobstore.api import create_app
 from blobstore.models import Caller
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
+from blobstore.storage.local_inplace import read_records
 from tests.fixtures.asgi import app_client
 from tests.fixtures.settings import make_settings
 from tests.security.conftest import BASE, payload
@@ -65,10 +67,15 @@ async def visible(service: ArtifactService, root: Path) -> tuple[int, int, list[
 def arm(monkeypatch: pytest.MonkeyPatch, call: str, code: int = errno.ENOSPC) -> FaultyOs:
     faulty = FaultyOs(call, code)
     monkeypatch.setattr(local_backend, "os", faulty)
+    monkeypatch.setattr(inplace_backend, "os", faulty)
     return faulty
 
 
 FAULTS = ["write", "fsync", "link"]
+CHUNK_FAULTS = ["pwrite", "fsync"]
+"""A chunk is written in place at its offset and fsynced; nothing is linked."""
+COMPLETION_FAULTS = ["fsync", "link"]
+"""A completion writes no bytes: it links the staged data file as the blob and fsyncs the directory."""
 
 
 @pytest.mark.parametrize("call", FAULTS)
@@ -109,7 +116,7 @@ async def assert_completes_with(http: httpx.AsyncClient, upload_id: str, data: b
     assert (await http.get(f"/v1/artifacts/{done.json()['id']}/content")).content == data
 
 
-@pytest.mark.parametrize("call", FAULTS)
+@pytest.mark.parametrize("call", CHUNK_FAULTS)
 async def test_a_chunk_on_a_full_disk_is_507_and_is_not_recorded(
     disk: tuple[httpx.AsyncClient, ArtifactService, Path], monkeypatch: pytest.MonkeyPatch, call: str
 ) -> None:
@@ -121,13 +128,13 @@ async def test_a_chunk_on_a_full_disk_is_507_and_is_not_recorded(
     assert (failed.status_code, failed.json()["code"]) == (507, "storage_full")
     status = await http.get(f"/v1/uploads/{upload_id}")
     assert status.json()["chunks_received"] == []
-    assert not list((root / "staging" / upload_id).iterdir())
+    assert read_records(root / "staging" / upload_id) == {}
     faulty.armed = False
     await put_both_chunks(http, upload_id, data)
     await assert_completes_with(http, upload_id, data)
 
 
-@pytest.mark.parametrize("call", FAULTS)
+@pytest.mark.parametrize("call", COMPLETION_FAULTS)
 async def test_a_completion_on_a_full_disk_is_507_and_the_upload_can_complete_later(
     disk: tuple[httpx.AsyncClient, ArtifactService, Path], monkeypatch: pytest.MonkeyPatch, call: str
 ) -> None:

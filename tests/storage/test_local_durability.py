@@ -20,6 +20,7 @@ import pytest
 import blobstore
 from blobstore.errors import NotFound, StorageFull, StorageUnavailable
 from blobstore.storage import LocalBlobStore, SupportsLocalPath
+from blobstore.storage.local_inplace import read_records
 from tests.storage.conftest import chunks_of, keys_of, read_all
 
 MiB = 1024 * 1024
@@ -56,7 +57,10 @@ async def test_files_are_0600_and_directories_0700_whatever_the_umask(tmp_path: 
         str(d.relative_to(tmp_path)): 0o700 for d in directories
     }
     assert mode(published) == 0o600
-    assert mode(root / "staging" / ref / "0") == 0o600
+    assert {name: mode(root / "staging" / ref / name) for name in ("receipts", "data")} == {
+        "receipts": 0o600,
+        "data": 0o600,
+    }
 
 
 async def test_existing_root_is_made_private(tmp_path: Path) -> None:
@@ -185,20 +189,32 @@ async def test_failed_fsync_of_a_staged_chunk_keeps_nothing(
     with pytest.raises(StorageUnavailable):
         await store.stage_put(ref, 0, chunks_of(b"c" * 1000))
     assert fsync.calls == 1
-    assert list((tmp_path / "store" / "staging" / ref).iterdir()) == []
+    assert read_records(tmp_path / "store" / "staging" / ref) == {}
     assert leftovers(tmp_path / "store") == []
+    monkeypatch.undo()
+    # Nothing was accepted, so other bytes for the same index are not a conflict.
+    receipt = await store.stage_put(ref, 0, chunks_of(b"C" * 1000))
+    assert await read_all(store, await store.stage_commit(ref, [receipt])) == b"C" * 1000
 
 
 def full_disk_for(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make ``os.write`` fail with ENOSPC for files under ``root`` only."""
-    real_write = os.write
+    """Make ``os.write`` and ``os.pwrite`` fail with ENOSPC for files under ``root`` only."""
+    real_write, real_pwrite = os.write, os.pwrite
 
-    def write(fd: int, data: Any) -> int:
+    def refuse_under_root(fd: int) -> None:
         if os.readlink(f"/proc/self/fd/{fd}").startswith(str(root)):
             raise OSError(errno.ENOSPC, "No space left on device")
+
+    def write(fd: int, data: Any) -> int:
+        refuse_under_root(fd)
         return real_write(fd, data)
 
+    def pwrite(fd: int, data: Any, offset: int) -> int:
+        refuse_under_root(fd)
+        return real_pwrite(fd, data, offset)
+
     monkeypatch.setattr(os, "write", write)
+    monkeypatch.setattr(os, "pwrite", pwrite)
 
 
 async def test_full_disk_is_storage_full_and_leaves_nothing(
@@ -206,16 +222,20 @@ async def test_full_disk_is_storage_full_and_leaves_nothing(
 ) -> None:
     root = tmp_path / "store"
     store = LocalBlobStore(root)
+    ref = await store.stage_begin("u_full", chunk_size=1000)
     full_disk_for(root, monkeypatch)
     with pytest.raises(StorageFull):
         await store.put(chunks_of(b"d" * 300_000))
-    ref = await store.stage_begin("u_full", chunk_size=1000)
     with pytest.raises(StorageFull):
         await store.stage_put(ref, 0, chunks_of(b"e" * 1000))
     monkeypatch.undo()
     assert await keys_of(store) == set()
     assert leftovers(root) == []
-    assert list((root / "staging" / ref).iterdir()) == []
+    assert read_records(root / "staging" / ref) == {}
+
+
+def refuse_link(source: Any, target: Any) -> None:
+    raise OSError(errno.ENOSPC, "No space left on device")
 
 
 async def test_full_disk_during_commit_keeps_the_staged_chunks(
@@ -225,7 +245,8 @@ async def test_full_disk_during_commit_keeps_the_staged_chunks(
     store = LocalBlobStore(root)
     ref = await store.stage_begin("u_commit_full", chunk_size=1000)
     receipt = await store.stage_put(ref, 0, chunks_of(b"f" * 1000))
-    full_disk_for(root, monkeypatch)
+    # A completion writes no bytes (the staged file is linked as it lies): its link meets the full disk.
+    monkeypatch.setattr(os, "link", refuse_link)
     with pytest.raises(StorageFull):
         await store.stage_commit(ref, [receipt])
     monkeypatch.undo()
