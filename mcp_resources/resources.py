@@ -7,7 +7,6 @@ implementation.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import time
 from collections.abc import Callable
@@ -42,6 +41,7 @@ from mcp_resources.uris import (
     parse_store_uri,
     window_uri,
 )
+from mcp_resources.wire_blobs import base64_text
 
 CallerResolver = Callable[[ServerRequestContext[Any, Any]], Caller]
 """Who is asking, from the request context (HTTP request, or nothing on stdio and in memory)."""
@@ -248,8 +248,9 @@ class StoreResources:
         if text is not None:
             contents = TextResourceContents(uri=uri, mime_type=artifact.mime_type, text=text, _meta=meta)
         else:
-            blob64 = base64.b64encode(data).decode("ascii")
-            contents = BlobResourceContents(uri=uri, mime_type=artifact.mime_type, blob=blob64, _meta=meta)
+            contents = BlobResourceContents(
+                uri=uri, mime_type=artifact.mime_type, blob=base64_text(data), _meta=meta
+            )
         return ReadResourceResult(contents=[contents], ttl_ms=self._ttl_ms(artifact), cache_scope="private")
 
     async def _read_window(self, caller: Caller, uri: str, ref: ArtifactRef) -> ReadResourceResult:
@@ -259,7 +260,7 @@ class StoreResources:
         contents = BlobResourceContents(
             uri=uri,
             mime_type=artifact.mime_type,
-            blob=base64.b64encode(data).decode("ascii"),
+            blob=base64_text(data),
             _meta=self._meta(artifact, win, data, next_uri),
         )
         return ReadResourceResult(contents=[contents], ttl_ms=self._ttl_ms(artifact), cache_scope="private")

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import logging
 import os
 import select
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import Any, BinaryIO, Final, Self
 
@@ -24,10 +26,17 @@ from mcp.server import Server
 from mcp.shared.message import SessionMessage
 from mcp.types import jsonrpc_message_adapter
 
+from mcp_resources.wire_blobs import Splices, splicing
+
+logger = logging.getLogger("mcp_resources.stdio")
+
 LINE_LIMIT: Final = 256 * 1024 * 1024
 """The longest message accepted on a stdio channel (a line holds a whole result, base64 included)."""
-THREAD_WRITE_AT: Final = 64 * 1024
-"""Messages from this size on are written by a worker thread (a pipe holds 64 KiB): see HostStdio.send."""
+LONG_LINE_AT: Final = 64 * 1024
+"""Messages from this size on are written straight to the pipe, what does not fit by a worker thread (a pipe
+holds 64 KiB unless widened): see HostStdio._send_long."""
+PIPE_SIZE: Final = 2 * 1024 * 1024
+"""The room asked for on an outgoing pipe, at most what the system allows: a 1 MiB window's line and more."""
 
 
 async def read_line(reader: asyncio.StreamReader) -> bytes | None:
@@ -66,16 +75,54 @@ def _diverted_std_fds() -> Iterator[None]:
             os.close(copy)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    """Write all of ``data`` to a non-blocking pipe, waiting for room in between."""
-    view = memoryview(data)
+def _write_now(fd: int, parts: Sequence[bytes | memoryview]) -> list[memoryview]:
+    """Write what a non-blocking pipe takes of ``parts`` now; what is left, in order."""
+    views = [memoryview(part) for part in parts if part]
+    try:
+        written = os.writev(fd, views)
+    except BlockingIOError:
+        return views
+    while written:
+        if written >= len(views[0]):
+            written -= len(views.pop(0))
+        else:
+            views[0] = views[0][written:]
+            written = 0
+    return views
+
+
+def _write_all(fd: int, parts: Sequence[bytes | memoryview]) -> None:
+    """Write all of ``parts``, in order, to a non-blocking pipe, waiting for room in between."""
     poller = select.poll()
     poller.register(fd, select.POLLOUT)
-    while view:
-        try:
-            view = view[os.write(fd, view) :]
-        except BlockingIOError:
-            poller.poll()
+    rest = _write_now(fd, parts)
+    while rest:
+        poller.poll()
+        rest = _write_now(fd, rest)
+
+
+def _widen_pipe(fd: int) -> int:
+    """Give an outgoing pipe room for most of a window's line where the system allows it; the room it has.
+
+    A 1.4 MB line through a 64 KiB pipe wakes the writer and the host about twenty times; with the room the
+    system grants an unprivileged process (``/proc/sys/fs/pipe-max-size``, 1 MiB by default) about twice. A
+    system that refuses keeps the pipe as it was, which only costs those wake-ups; one that cannot tell
+    (no ``F_GETPIPE_SZ``) reports 0.
+    """
+    set_size, get_size = getattr(fcntl, "F_SETPIPE_SZ", None), getattr(fcntl, "F_GETPIPE_SZ", None)
+    if set_size is None or get_size is None:
+        return 0
+    try:
+        with open("/proc/sys/fs/pipe-max-size", "rb") as limit:
+            allowed = int(limit.read())
+        fcntl.fcntl(fd, set_size, min(allowed, PIPE_SIZE))
+    except (OSError, ValueError) as exc:
+        logger.debug("the stdout pipe keeps its size: %r", exc)
+    try:
+        return fcntl.fcntl(fd, get_size)
+    except OSError as exc:
+        logger.debug("the stdout pipe's size is not known: %r", exc)
+        return 0
 
 
 def _pollable(stream: BinaryIO) -> bool:
@@ -96,8 +143,10 @@ class HostStdio:
         self._writer: asyncio.StreamWriter | None = None
         self._stdin: BinaryIO | None = None
         self._stdout: BinaryIO | None = None
-        # One message at a time on the pipe: a long one goes out from a thread while others wait.
+        # One message at a time on the pipe: a long one may go out from a thread while others wait.
         self._sending = asyncio.Lock()
+        self._pipe_room = 0
+        """What the outgoing pipe holds (0 for a socket, whose room is not known)."""
 
     async def open(self) -> None:
         loop = asyncio.get_running_loop()
@@ -115,7 +164,11 @@ class HostStdio:
             self._stdin = os.fdopen(os.dup(sys.stdin.fileno()), "rb")
             stdin.close()
         if _pollable(stdout):
+            if stat.S_ISFIFO(os.fstat(stdout.fileno()).st_mode):
+                self._pipe_room = _widen_pipe(stdout.fileno())
             transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, stdout)
+            # Flushed means empty: a long line goes straight to the pipe, never behind buffered bytes.
+            transport.set_write_buffer_limits(high=0)
             self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
         else:
             self._stdout = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
@@ -133,21 +186,45 @@ class HostStdio:
                 return line.strip()
 
     async def send(self, message: bytes) -> None:
+        await self.send_parts([message, b"\n"])
+
+    async def send_parts(self, parts: list[bytes]) -> None:
+        """Write one message given in parts (its line end included) as one line."""
         if self._writer is not None:
             async with self._sending:
-                if len(message) < THREAD_WRITE_AT:
-                    self._writer.write(message)
-                    self._writer.write(b"\n")
+                if sum(len(part) for part in parts) < LONG_LINE_AT:
+                    self._writer.writelines(parts)
                     await self._writer.drain()
                 else:
-                    # A long line written by the loop costs an event-loop turn for every few KiB the host
-                    # drains; a worker thread waits on the pipe without the loop's machinery (or the GIL).
-                    fd = self._writer.transport.get_extra_info("pipe").fileno()
-                    await asyncio.to_thread(_write_all, fd, message + b"\n")
+                    await self._send_long(self._writer, parts)
             return
         assert self._stdout is not None
         out = self._stdout
-        await asyncio.to_thread(lambda: (out.write(message + b"\n"), out.flush()))
+
+        def write() -> None:
+            out.writelines(parts)
+            out.flush()
+
+        await asyncio.to_thread(write)
+
+    async def _send_long(self, writer: asyncio.StreamWriter, parts: list[bytes]) -> None:
+        """Write a long line: what the pipe takes now at once, the rest by the loop when it fits in the pipe's
+        room, else by a worker thread.
+
+        A rest larger than the pipe written by the loop costs an event-loop turn for every pipe-full the
+        host drains (twenty for a 1 MiB window through a 64 KiB pipe); a worker thread waits on the pipe
+        without the loop's machinery (or the GIL), but its handoff costs more than one or two turns. The
+        parts are written as they are, never joined, except a rest the loop writes.
+        """
+        fd = writer.transport.get_extra_info("pipe").fileno()
+        rest = _write_now(fd, parts)
+        if not rest:
+            return
+        if sum(len(view) for view in rest) <= self._pipe_room:
+            writer.write(b"".join(rest))
+            await writer.drain()
+        else:
+            await asyncio.to_thread(_write_all, fd, rest)
 
     async def close(self) -> None:
         """Flush what is written and release the duplicated descriptors."""
@@ -207,21 +284,31 @@ class _Incoming(_HostStream):
 
 
 class _Outgoing(_HostStream):
-    """The SDK's write stream over a host channel: each message serialized and written as one line."""
+    """The SDK's write stream over a host channel: each message serialized and written as one line, the
+    base64 blobs this connection made written as they are (:mod:`mcp_resources.wire_blobs`)."""
+
+    def __init__(self, host: HostStdio, splices: Splices) -> None:
+        super().__init__(host)
+        self._splices = splices
 
     async def send(self, item: SessionMessage, /) -> None:
         message = item.message
-        await self._host.send(
-            message.__pydantic_serializer__.to_json(message, by_alias=True, exclude_unset=True)
-        )
+        parts = self._splices.line_parts(message)
+        if parts is None:
+            line = message.__pydantic_serializer__.to_json(message, by_alias=True, exclude_unset=True)
+            parts = [line, b"\n"]
+        await self._host.send_parts(parts)
 
 
 async def serve_on_stdio(server: Server[Any]) -> None:
     """Serve ``server`` on the process's stdin and stdout until the host closes stdin."""
     host = HostStdio()
     await host.open()
+    splices = Splices()
     try:
-        with _diverted_std_fds():
-            await server.run(_Incoming(host), _Outgoing(host), server.create_initialization_options())
+        with _diverted_std_fds(), splicing(splices):
+            await server.run(
+                _Incoming(host), _Outgoing(host, splices), server.create_initialization_options()
+            )
     finally:
         await host.close()
