@@ -27,7 +27,7 @@ from blobstore.cli import main
 from blobstore.cli.common import data_dir_option, describe_error, fail, settings_from
 from blobstore.config import Settings
 from blobstore.errors import BlobstoreError, StorageUnavailable
-from blobstore.metadata.migrate import HEAD_REVISION, current_revision, upgrade
+from blobstore.metadata.migrate import HEAD_REVISION, current_revision
 from blobstore.runtime import count_active_tokens, disk_reserve, prepare_data_dir, prepare_to_serve
 
 SERVERS: Final = ("granian", "uvicorn", "hypercorn")
@@ -124,22 +124,12 @@ def migrate_apart(settings: Settings) -> None:
     url = settings.resolved_database_url
     if current_revision(url) == HEAD_REVISION:
         return
-    code = f"from blobstore.cli.serve import migrate_child; migrate_child({MIGRATE_URL_VARIABLE!r})"
+    code = f"from blobstore.cli.migrating import migrate_child; migrate_child({MIGRATE_URL_VARIABLE!r})"
     # Through the environment, not argv: the URL may hold a password.
     env = {**os.environ, MIGRATE_URL_VARIABLE: url}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     if result.returncode != 0:
         fail(f"cannot migrate the metadata database: {first_line(result.stderr or 'the migration failed')}")
-
-
-def migrate_child(variable: str) -> None:
-    """The child of :func:`migrate_apart`: migrate the database its environment names; a failure is one line
-    on stderr and exit code 1."""
-    try:
-        upgrade(os.environ[variable])
-    except (BlobstoreError, OSError, SQLAlchemyError) as exc:
-        sys.stderr.write(first_line(describe_error(exc)) + "\n")
-        sys.exit(1)
 
 
 _RUNNERS: Final = {"uvicorn": _run_uvicorn, "hypercorn": _run_hypercorn, "granian": _run_granian}
