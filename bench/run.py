@@ -34,6 +34,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import httpx
+import scale
 from http_download import make_payload as write_random_file
 from mcp_read import RawStdioClient, cpu_model, package_version, reset_peak_rss
 from peers import (
@@ -53,7 +54,9 @@ from mcp_resources.uris import window_uri
 
 KiB = 1024
 MiB = 1024 * KiB
-WORKLOADS = ("uploads", "downloads", "ranges", "small", "mcp")
+HTTP_WORKLOADS = ("uploads", "downloads", "ranges", "small", "mcp")
+SCALE_WORKLOADS = ("cleanup", "list")
+WORKLOADS = HTTP_WORKLOADS + SCALE_WORKLOADS
 BENCH_DIR = Path(__file__).resolve().parent
 PEER_DIR = BENCH_DIR / "node_modules" / "@modelcontextprotocol" / "server-filesystem"
 
@@ -485,28 +488,10 @@ def render(args: argparse.Namespace, rows: list[Row], extra: list[str], load: tu
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--size-mib", type=int, default=1024, help="size of the large payload")
-    parser.add_argument("--runs", type=int, default=5, help="timed runs per target and workload")
-    parser.add_argument("--seconds", type=int, default=10, help="wrk duration per ranges run")
-    parser.add_argument("--small-count", type=int, default=2000, help="1 KiB uploads per run")
-    parser.add_argument("--mcp-ops", type=int, default=200, help="4 KiB MCP reads per run")
-    parser.add_argument("--windows", type=int, default=32, help="1 MiB windows per run")
-    parser.add_argument("--quick", action="store_true", help="smoke run: tiny sizes, a few seconds each")
-    parser.add_argument("--only", default=",".join(WORKLOADS), help=f"a subset of {','.join(WORKLOADS)}")
-    parser.add_argument("--output", type=Path, help="default: bench/results/<date>.md")
-    args = parser.parse_args()
-    if args.quick:
-        args.size_mib, args.runs, args.seconds = 4, 1, 1
-        args.small_count, args.mcp_ops, args.windows = 64, 20, 2
-    output = args.output or BENCH_DIR / "results" / f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d}.md"
-    load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    extra: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="bench-suite-") as tmp, ExitStack() as stack:
-        work = Path(tmp)
+def http_rows(args: argparse.Namespace, only: set[str], work: Path, extra: list[str]) -> list[Row]:
+    """The workloads against ``blobstore serve`` and its peers, and the server's peak RSS over them."""
+    rows: list[Row] = []
+    with ExitStack() as stack:
         payload = make_payload(work / "payload.bin", args.size_mib * MiB)
         ours = stack.enter_context(blobstore_serve(work))
         targets = Targets(
@@ -517,8 +502,6 @@ def main() -> None:
                 extra.append(f"- {name} is not installed: its rows are empty (`apt-get install -y {name}`).")
         if targets.nginx is not None:
             os.link(payload.path, targets.nginx.root / "payload.bin")  # what nginx serves
-        only = set(args.only.split(","))
-        rows = []
         peaks: dict[str, float] = {}
 
         def peak_of(workload: str) -> None:
@@ -555,6 +538,85 @@ def main() -> None:
         )
         serve.note = "by workload: " + ", ".join(f"{name} {peak:.0f}" for name, peak in peaks.items())
         rows.append(serve)
+    return rows
+
+
+def scale_rows(args: argparse.Namespace, only: set[str], work: Path) -> list[Row]:
+    """Cleanup of ``--scale-count`` expired artifacts against a tenth as many, and a deep ``resources/list``
+    page of a store that large against its first page. One store of ``--scale-count`` serves both: listed
+    first, then expired and cleaned up."""
+    count = args.scale_count
+    rows: list[Row] = []
+    big = scale.fill(work / "scale-big", count, seed=1)
+    filled = f"filled in {big.fill_seconds:.0f} s ({count / big.fill_seconds:,.0f} puts/s)"
+    if "list" in only:
+        listed = scale.time_list(big, args.runs, args.list_ops, rotations)
+        row = Row(
+            f"deep `resources/list` page (the last full one of {count:,}, by cursor) vs the first, "
+            "`blobstore mcp` stdio, median",
+            "ms",
+            listed.deep,
+            "first page",
+            listed.first,
+            goal="≤ 1.5",
+            higher_is_better=False,
+        )
+        row.note = f"{listed.pages:,} pages walked in {listed.walk_seconds:.1f} s; store {filled}"
+        rows.append(row)
+    if "cleanup" in only:
+        small = scale.fill(work / "scale-small", count // 10, seed=2)
+        small_seconds = scale.timed_cleanup(small)
+        big_seconds = scale.timed_cleanup(big)
+        row = Row(
+            f"cleanup of {count:,} expired artifacts (rows and blob files) vs {count // 10:,}, in process",
+            "s",
+            [big_seconds],
+            f"{count // 10:,} expired",
+            [small_seconds],
+            goal="≤ 12",
+            higher_is_better=False,
+        )
+        row.note = "`run_cleanup`, every step, grace 0; one run each (a run consumes its store)"
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--size-mib", type=int, default=1024, help="size of the large payload")
+    parser.add_argument("--runs", type=int, default=5, help="timed runs per target and workload")
+    parser.add_argument("--seconds", type=int, default=10, help="wrk duration per ranges run")
+    parser.add_argument("--small-count", type=int, default=2000, help="1 KiB uploads per run")
+    parser.add_argument("--mcp-ops", type=int, default=200, help="4 KiB MCP reads per run")
+    parser.add_argument("--windows", type=int, default=32, help="1 MiB windows per run")
+    parser.add_argument(
+        "--scale-count", type=int, default=100_000, help="artifacts of the large store (cleanup, list)"
+    )
+    parser.add_argument("--list-ops", type=int, default=50, help="resources/list pages per run and page")
+    parser.add_argument("--quick", action="store_true", help="smoke run: tiny sizes, a few seconds each")
+    parser.add_argument("--only", default=",".join(WORKLOADS), help=f"a subset of {','.join(WORKLOADS)}")
+    parser.add_argument("--output", type=Path, help="default: bench/results/<date>.md")
+    args = parser.parse_args()
+    if args.quick:
+        args.size_mib, args.runs, args.seconds = 4, 1, 1
+        args.small_count, args.mcp_ops, args.windows = 64, 20, 2
+        args.scale_count, args.list_ops = 300, 5
+    only = set(args.only.split(","))
+    unknown = only.difference(WORKLOADS)
+    if unknown:
+        parser.error(f"--only: unknown workload {sorted(unknown)[0]!r}; choose from {','.join(WORKLOADS)}")
+    output = args.output or BENCH_DIR / "results" / f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d}.md"
+    load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    extra: list[str] = []
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="bench-suite-") as tmp:
+        work = Path(tmp)
+        if only.intersection(HTTP_WORKLOADS):
+            rows += http_rows(args, only, work, extra)
+        if only.intersection(SCALE_WORKLOADS):
+            rows += scale_rows(args, only, work)
     load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())
     report = render(args, rows, extra, (load_before, load_after))
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -15,8 +15,6 @@ import struct
 import warnings
 from typing import Any
 
-from PIL import Image
-
 PROBE_BYTES = 256 * 1024
 """How much of the head is read to sniff the type and the media facts."""
 
@@ -94,6 +92,8 @@ def probe(mime_type: str, head: bytes) -> dict[str, Any]:
 
 
 def _image_facts(head: bytes) -> dict[str, Any]:
+    from PIL import Image  # on the first image: processes that store no images do without Pillow
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

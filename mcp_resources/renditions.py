@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 import anyio
-from PIL import Image
 
 RENDITION_VERSION: Final = "1"
 DEFAULT_MEMORY_BYTES: Final = 64 * 1024 * 1024
@@ -168,6 +167,8 @@ def downscale(data: bytes, long_edge: int, *, as_jpeg: bool = False) -> Renditio
     """Fit an image within ``long_edge`` pixels on its longer side (never upscale); PNG stays PNG, JPEG stays
     JPEG, anything else becomes PNG -- or everything becomes JPEG with ``as_jpeg`` (photos saved as PNG
     shrink far more that way; transparency is lost). Blocking: run it in a worker thread."""
+    from PIL import Image  # on first use: a server that never downscales does not hold Pillow
+
     try:
         with Image.open(io.BytesIO(data)) as image:
             width, height = image.size

@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import os
+import subprocess
+import sys
 from typing import Final
 
 import anyio
@@ -25,7 +27,8 @@ from blobstore.cli import main
 from blobstore.cli.common import data_dir_option, describe_error, fail, settings_from
 from blobstore.config import Settings
 from blobstore.errors import BlobstoreError, StorageUnavailable
-from blobstore.runtime import count_active_tokens, disk_reserve, prepare_to_serve
+from blobstore.metadata.migrate import HEAD_REVISION, current_revision
+from blobstore.runtime import count_active_tokens, disk_reserve, prepare_data_dir, prepare_to_serve
 
 SERVERS: Final = ("granian", "uvicorn", "hypercorn")
 DEFAULT_SERVER: Final = "granian"
@@ -107,6 +110,28 @@ def first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
 
 
+MIGRATE_URL_VARIABLE: Final = "BLOBSTORE_MIGRATE_DATABASE_URL"
+
+
+def migrate_apart(settings: Settings) -> None:
+    """Apply pending migrations in a short-lived child process; nothing to do (no child) at the newest one.
+
+    granian forks its worker from this process, so the worker carries whatever this process loaded. Alembic
+    (with Mako and Pygments, about 10 MiB resident) is needed only to migrate, so it loads in a child that
+    exits, and the ``upgrade`` of :func:`prepare_to_serve` then finds the schema up to date without it.
+    """
+    prepare_data_dir(settings)
+    url = settings.resolved_database_url
+    if current_revision(url) == HEAD_REVISION:
+        return
+    code = f"from blobstore.cli.migrating import migrate_child; migrate_child({MIGRATE_URL_VARIABLE!r})"
+    # Through the environment, not argv: the URL may hold a password.
+    env = {**os.environ, MIGRATE_URL_VARIABLE: url}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        fail(f"cannot migrate the metadata database: {first_line(result.stderr or 'the migration failed')}")
+
+
 _RUNNERS: Final = {"uvicorn": _run_uvicorn, "hypercorn": _run_hypercorn, "granian": _run_granian}
 
 
@@ -165,6 +190,7 @@ def serve(
     try:
         if reserve is not None:
             reserve.release_if_full()
+        migrate_apart(settings)
         anyio.run(prepare_to_serve, settings)
     except StorageUnavailable as exc:
         fail(f"storage check failed: {exc.message}")

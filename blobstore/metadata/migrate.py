@@ -3,6 +3,11 @@
 The Alembic environment and revisions live in the top-level ``migrations/`` folder, installed as the
 ``blobstore.migrations`` package (a wheel ships it; an editable install maps it to the folder); ``blobstore
 migrate`` calls :func:`upgrade`. Migrations take no data-directory lock, so they can run beside a server.
+
+Alembic (with Mako and Pygments, about 10 MiB resident) is imported only when there is something to migrate
+or a script to read: every process that opens an up-to-date store (each ``blobstore serve`` worker,
+``blobstore mcp``, every CLI command) finds the database at :data:`HEAD_REVISION` with one query and goes on
+without it.
 """
 
 from __future__ import annotations
@@ -10,17 +15,22 @@ from __future__ import annotations
 import importlib.util
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING, Final
 
 import anyio.to_thread
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.migration import MigrationContext
-from alembic.script import ScriptDirectory
 
 from blobstore.metadata.engine import create_engine
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 MIGRATIONS_PACKAGE = "blobstore.migrations"
+HEAD_REVISION: Final = "0004"
+"""The newest revision in ``migrations/versions`` (tests/metadata check it against Alembic's head): a database
+recorded at it needs no migration, which is found out without importing Alembic."""
+VERSION_TABLE: Final = "alembic_version"
+_READ_VERSIONS: Final = sa.text("SELECT version_num FROM alembic_version")
 
 
 def migrations_dir() -> Path:
@@ -33,6 +43,8 @@ def migrations_dir() -> Path:
 
 
 def alembic_config(database_url: str) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(migrations_dir()))
     # Through attributes, not sqlalchemy.url: ConfigParser would treat a "%" in a password as interpolation.
@@ -49,17 +61,26 @@ def upgrade(database_url: str, revision: str = "head") -> None:
     Replicas may run this at the same time: on PostgreSQL the migration takes an advisory lock, on SQLite
     ``BEGIN IMMEDIATE`` serializes it.
     """
+    from alembic import command
+
     # Alembic keeps the running environment in module globals, so one migration per process at a time.
     with _alembic_lock:
         command.upgrade(alembic_config(database_url), revision)
 
 
 async def upgrade_async(database_url: str, revision: str = "head") -> None:
-    """:func:`upgrade` from async code: Alembic's environment runs its own event loop, so it gets a thread."""
+    """:func:`upgrade` from async code: Alembic's environment runs its own event loop, so it gets a thread.
+
+    A database already at the newest revision is left as it is without loading Alembic at all."""
+    if revision in ("head", HEAD_REVISION) and await current_revision_async(database_url) == HEAD_REVISION:
+        return
     await anyio.to_thread.run_sync(upgrade, database_url, revision)
 
 
 def head_revision() -> str:
+    """The newest revision as Alembic reads it from the scripts (what :data:`HEAD_REVISION` must equal)."""
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(alembic_config("")).get_current_head()
     if head is None:
         raise RuntimeError(f"no migration revisions found in {migrations_dir()}")
@@ -82,4 +103,11 @@ def current_revision(database_url: str) -> str | None:
 
 
 def _current_revision(connection: sa.Connection) -> str | None:
-    return MigrationContext.configure(connection).get_current_revision()
+    """The one revision in Alembic's version table, as ``MigrationContext.get_current_revision`` reads it."""
+    if not sa.inspect(connection).has_table(VERSION_TABLE):
+        return None
+    versions = connection.execute(_READ_VERSIONS).scalars().all()
+    if len(versions) > 1:
+        # Branched histories are not used here; Alembic refuses them the same way.
+        raise RuntimeError(f"the database records several revisions at once: {sorted(versions)}")
+    return str(versions[0]) if versions else None

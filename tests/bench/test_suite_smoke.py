@@ -1,5 +1,7 @@
 """The documented benchmark command keeps working: ``bench/run.py --quick`` runs every workload end to end.
 
+The scale workloads (``cleanup``, ``list``) run on a few hundred artifacts there, so the test stays short.
+
 Speed is not asserted (the suite reports it); this checks that the run finishes, that every workload produced
 a figure for ours, and that a peer is either measured or named as missing in the report.
 """
@@ -25,6 +27,8 @@ WORKLOADS = (
     "4 KiB MCP read",
     "1 MiB MCP windows",
     "peak RSS of `blobstore serve`",
+    "deep `resources/list` page",
+    "cleanup of ",
 )
 
 
@@ -60,3 +64,39 @@ def test_quick_run_reports_a_figure_for_every_workload(tmp_path: Path) -> None:
     assert "server-filesystem" in rows["4 KiB MCP read (stdio, minimal client), median"][3] or (
         "server-filesystem missing" in report
     )
+    for scaled, goal in (("deep `resources/list` page", "≤ 1.5"), ("cleanup of ", "≤ 12")):
+        cells = next(cells for name, cells in rows.items() if name.startswith(scaled))
+        assert re.fullmatch(r"[0-9]+\.[0-9]+", cells[4]), f"{scaled}: no ratio, {cells[4]!r}"
+        assert cells[5] == goal
+
+
+def test_only_takes_the_scale_workloads_alone(tmp_path: Path) -> None:
+    output = tmp_path / "report.md"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "run.py"),
+            "--quick",
+            "--only",
+            "cleanup,list",
+            "--output",
+            str(output),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = table_rows(output.read_text())
+    assert [name.split(" ")[0] for name in rows] == ["deep", "cleanup"]
+
+
+def test_only_refuses_an_unknown_workload() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--only", "cleanup,lists"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "unknown workload 'lists'" in result.stderr

@@ -218,10 +218,13 @@ class ArtifactRepository(RepositoryBase):
         if after is not None:
             after_time, after_id = after
             query = query.where(
+                # Implied by the OR below, but it is what lets SQLite seek the index to the cursor instead of
+                # walking every newer row (with bound parameters it does not derive a range from the OR).
+                artifacts.c.created_at <= after_time,
                 sa.or_(
                     artifacts.c.created_at < after_time,
                     sa.and_(artifacts.c.created_at == after_time, artifacts.c.id < after_id),
-                )
+                ),
             )
         query = query.order_by(artifacts.c.created_at.desc(), artifacts.c.id.desc()).limit(limit)
         async with self._reader.connect() as conn:
