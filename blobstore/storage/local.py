@@ -44,7 +44,7 @@ from blobstore.errors import (
 )
 from blobstore.models import BlobInfo, ChunkReceipt, StagingEntry, StoredObject
 from blobstore.storage.base import DEFAULT_BLOCK_SIZE
-from blobstore.storage.dir_sync import DirectorySync, fsync_dir
+from blobstore.storage.dir_sync import DirectorySync
 from blobstore.storage.integrity import block_length, read_verified
 from blobstore.storage.keys import (
     BLOB_DIR,
@@ -80,9 +80,6 @@ def without_path(exc: OSError) -> OSError:
 
 def _mtime(stat: os.stat_result) -> datetime:
     return datetime.fromtimestamp(stat.st_mtime, UTC)
-
-
-_fsync_dir = fsync_dir
 
 
 def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
