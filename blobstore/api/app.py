@@ -99,6 +99,8 @@ def create_app(
     app.include_router(artifacts.router)
     # Ahead of every FastAPI route: GET and HEAD of the content skip FastAPI's request machinery.
     app.router.routes.insert(0, artifacts.ContentRoute())
+    # And the single-request upload (POST of the artifacts collection).
+    app.router.routes.insert(0, artifacts.UploadRoute())
     app.include_router(tus.router)
     if settings.metrics:
         app.include_router(metrics.router)

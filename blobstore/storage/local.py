@@ -16,6 +16,11 @@ A write goes to an ``O_EXCL`` temp file in ``tmp/`` (same file system), is hashe
 published with a no-clobber hard link and made durable by ``fsync`` of the directory. A failed ``fsync`` fails
 the write and is never retried: after a failed ``fsync`` the kernel may have dropped the dirty pages, and a
 second ``fsync`` can report success for data that is gone.
+
+Directory fsyncs are shared by concurrent writers (:mod:`blobstore.storage.dir_sync`): each waits for an
+fsync of the directory that started after its own link or unlink. The 256 first-level fan-out directories are
+created when the store opens; a second-level one is created on its first use, and remembered (one byte per
+directory) so that later publishes into it need no ``mkdir`` and no fsync of its parent.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from blobstore.errors import (
 )
 from blobstore.models import BlobInfo, ChunkReceipt, StagingEntry, StoredObject
 from blobstore.storage.base import DEFAULT_BLOCK_SIZE
+from blobstore.storage.dir_sync import DirectorySync
 from blobstore.storage.integrity import block_length, read_verified
 from blobstore.storage.keys import (
     BLOB_DIR,
@@ -55,7 +61,7 @@ from blobstore.storage.keys import (
 )
 from blobstore.storage.local_inplace import InPlaceChunkSink, InPlaceCommitSink, create_area, is_inplace_area
 from blobstore.storage.staging import check_staged
-from blobstore.storage.writes import BlobSink, ChunkSink, CommitSink, StagedWrites
+from blobstore.storage.writes import BlobSink, ChunkSink, CommitSink, StagedWrites, blob_info
 
 T = TypeVar("T")
 
@@ -68,6 +74,9 @@ _COPY_PIECE = 1024 * 1024
 _JOIN_PIECE = 4 * 1024 * 1024
 """Read size when a commit joins staged chunks: fewer system calls and hash calls per byte than 1 MiB."""
 _PUBLISH_ATTEMPTS = 3
+_FANOUT_FIRST = 256
+_FANOUT_DIRS = 256 * 256
+"""Second-level fan-out directories ``blobs/<ab>/<cd>``: too many (and 4 KiB each on ext4) to create ahead."""
 
 
 def without_path(exc: OSError) -> OSError:
@@ -77,14 +86,6 @@ def without_path(exc: OSError) -> OSError:
 
 def _mtime(stat: os.stat_result) -> datetime:
     return datetime.fromtimestamp(stat.st_mtime, UTC)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
@@ -162,6 +163,7 @@ class LocalBlobStore(StagedWrites):
         *,
         block_size: int = DEFAULT_BLOCK_SIZE,
         io_threads: int = 8,
+        directory_sync: DirectorySync | None = None,
     ) -> None:
         if not root.is_absolute():
             raise InvalidRequest("local storage root must be an absolute path")
@@ -172,6 +174,9 @@ class LocalBlobStore(StagedWrites):
         self._limiter = anyio.CapacityLimiter(io_threads)
         self._tmp = root / TEMP_DIR
         self._staging = root / STAGING_DIR
+        self._directories = directory_sync or DirectorySync()
+        # One byte per second-level fan-out directory: set once it exists and its entry is durable.
+        self._fanout_ready = bytearray(_FANOUT_DIRS)
         try:
             self._prepare_root()
         except OSError as exc:
@@ -182,15 +187,33 @@ class LocalBlobStore(StagedWrites):
         os.chmod(self.root, DIR_MODE)
         for name in (BLOB_DIR, TEMP_DIR, STAGING_DIR):
             self._make_dir(self.root / name)
+        # The first fan-out level, once: a data directory from before gets the missing ones here. One fsync
+        # of blobs/ covers them all, those an earlier process created and may not have synced included.
+        blob_dir = self.root / BLOB_DIR
+        for first in range(_FANOUT_FIRST):
+            self._create_dir(blob_dir / f"{first:02x}")
+        self._directories.sync(blob_dir)
 
-    def _make_dir(self, path: Path) -> None:
-        """Create one directory 0700 and make its entry durable; an existing one is left as it is."""
+    @staticmethod
+    def _create_dir(path: Path) -> bool:
+        """``mkdir`` 0700 whatever the umask; False when it exists."""
         try:
             os.mkdir(path, DIR_MODE)
         except FileExistsError:
-            return
+            return False
         os.chmod(path, DIR_MODE)
-        _fsync_dir(path.parent)
+        return True
+
+    def _make_dir(self, path: Path, *, sync_existing: bool = False) -> None:
+        """Create one directory 0700 and make its entry durable; an existing one is left as it is, and its
+        entry synced only with ``sync_existing`` (whoever created it may not have synced it yet)."""
+        if self._create_dir(path) or sync_existing:
+            self._directories.sync(path.parent)
+
+    def _make_fanout(self, directory: Path) -> None:
+        """``blobs/<ab>/<cd>`` exists and its entry, and its parent's, are durable."""
+        self._make_dir(directory.parent)
+        self._make_dir(directory, sync_existing=True)
 
     async def _run(self, func: Callable[..., T], *args: Any) -> T:
         try:
@@ -229,25 +252,34 @@ class LocalBlobStore(StagedWrites):
     def _publish_blob(self, temp: _TempFile, sha256: str) -> str:
         # The file stays open, and so locked against the temp sweep, until it is linked and discarded.
         os.fsync(temp.fileno())
+        missing: FileNotFoundError | None = None
         for _ in range(_PUBLISH_ATTEMPTS):
             key = generation_key(sha256)
             final = self.root / key
-            self._make_dir(final.parent.parent)
-            self._make_dir(final.parent)
-            if self._link_durably(temp.path, final):
-                return key
+            fanout = int(sha256[:4], 16)
+            if not self._fanout_ready[fanout]:
+                self._make_fanout(final.parent)
+                self._fanout_ready[fanout] = 1
+            try:
+                if self._link_durably(temp.path, final):
+                    return key
+            except FileNotFoundError as exc:
+                # The fan-out directory was removed behind the store's back: create it again.
+                self._fanout_ready[fanout] = 0
+                missing = exc
+        if missing is not None:
+            raise missing
         # Random 128-bit suffixes never collide in practice; a clash means something else writes here.
         raise Conflict()
 
-    @staticmethod
-    def _link_durably(source: Path, target: Path) -> bool:
+    def _link_durably(self, source: Path, target: Path) -> bool:
         """No-clobber publish; False when ``target`` exists. A failed directory fsync unpublishes."""
         try:
             os.link(source, target)
         except FileExistsError:
             return False
         try:
-            _fsync_dir(target.parent)
+            self._directories.sync(target.parent)
         except OSError:
             target.unlink(missing_ok=True)
             raise
@@ -290,13 +322,12 @@ class LocalBlobStore(StagedWrites):
         path = self.root / validate_key(key)
         await self._run(self._unlink_durably, path)
 
-    @staticmethod
-    def _unlink_durably(path: Path) -> None:
+    def _unlink_durably(self, path: Path) -> None:
         try:
             path.unlink()
         except FileNotFoundError:
             return
-        _fsync_dir(path.parent)
+        self._directories.sync(path.parent)
 
     async def exists(self, key: str) -> bool:
         path = self.root / validate_key(key)
@@ -496,7 +527,7 @@ class _TempSink:
     """A temp file that becomes a blob: hard-linked under its generation key, then discarded.
 
     The file is created by the first worker-thread call that needs it and removed by the one that publishes
-    it, so a small body costs two thread hops (write, publish) rather than four.
+    it; a body that arrives in one batch is written, checked and published in a single call (one thread hop).
     """
 
     def __init__(self, store: LocalBlobStore, temp: _TempFile | None = None) -> None:
@@ -516,6 +547,19 @@ class _TempSink:
 
     async def publish(self, digest: StreamDigest) -> str:
         return await self.store._run(self._publish, digest.sha256)
+
+    async def write_and_publish(
+        self, data: bytearray, writer: HashingWriter, claimed_sha256: str | None
+    ) -> BlobInfo:
+        return await self.store._run(self._write_and_publish, data, writer, claimed_sha256)
+
+    def _write_and_publish(
+        self, data: bytearray, writer: HashingWriter, claimed_sha256: str | None
+    ) -> BlobInfo:
+        self._write(data, writer)
+        # The claims are checked before anything becomes visible.
+        digest = writer.finish(expected_sha256=claimed_sha256)
+        return blob_info(self._publish(digest.sha256), digest)
 
     def _publish(self, sha256: str) -> str:
         temp = self._file()

@@ -14,6 +14,9 @@ async def batched(
 
     Small network reads would otherwise each cost a thread hop. ``check_size`` sees the running total after
     every piece, so an oversized stream is refused before its batch is hashed or stored.
+
+    Every batch but the last holds at least ``batch_size`` bytes, and the last is yielded once ``data`` has
+    ended: a shorter batch is always the end of the stream (``put`` publishes a small body in the same step).
     """
     batch = bytearray()
     received = 0

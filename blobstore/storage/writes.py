@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterable, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import anyio
 
@@ -24,7 +24,7 @@ from blobstore.models import BlobInfo, ChunkReceipt
 from blobstore.storage.base import ProgressCallback
 from blobstore.storage.keys import validate_chunk_index, validate_staging_ref
 from blobstore.storage.staging import check_commit_chunks
-from blobstore.storage.streams import batched
+from blobstore.storage.streams import WRITE_BATCH, batched
 
 
 class _Sink(Protocol):
@@ -42,6 +42,17 @@ class BlobSink(_Sink, Protocol):
 
     async def publish(self, digest: StreamDigest) -> str:
         """Make the verified bytes visible under a new generation key, atomically; return the key."""
+        ...
+
+
+@runtime_checkable
+class OneStepSink(BlobSink, Protocol):
+    """A :class:`BlobSink` that can take a whole (short) body in one step."""
+
+    async def write_and_publish(
+        self, data: bytearray, writer: HashingWriter, claimed_sha256: str | None
+    ) -> BlobInfo:
+        """:meth:`write` the stream's last bytes, check the claims (``writer.finish``), :meth:`publish`."""
         ...
 
 
@@ -97,7 +108,10 @@ class StagedWrites(ABC):
         writer = HashingWriter(block_size=self.block_size, max_size=max_size, expected_size=expected_size)
         sink = await self._blob_sink(claimed)
         try:
-            async for batch in batched(data, writer.check_size):
+            async for batch in batched(data, writer.check_size, WRITE_BATCH):
+                if len(batch) < WRITE_BATCH and isinstance(sink, OneStepSink):
+                    # Only the stream's last batch is short: a small body takes one step (one thread hop).
+                    return await sink.write_and_publish(batch, writer, claimed)
                 await sink.write(batch, writer)
             return await _publish(sink, writer, claimed)
         finally:
@@ -159,7 +173,11 @@ def _claimed_sha256(value: str | None) -> str | None:
 async def _publish(sink: BlobSink, writer: HashingWriter, claimed: str | None) -> BlobInfo:
     # The claims are checked before anything becomes visible.
     digest = writer.finish(expected_sha256=claimed)
-    key = await sink.publish(digest)
+    return blob_info(await sink.publish(digest), digest)
+
+
+def blob_info(key: str, digest: StreamDigest) -> BlobInfo:
+    """The published generation ``key`` of the bytes ``digest`` describes."""
     return BlobInfo(key, digest.size, digest.sha256, digest.block_size, digest.block_xxh3)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -280,6 +281,6 @@ async def test_unwritable_root_fails_the_readiness_check(tmp_path: Path) -> None
     store = LocalBlobStore(tmp_path / "store")
     await store.check()
     for name in ("tmp", "staging", "blobs"):
-        (tmp_path / "store" / name).rmdir()
+        shutil.rmtree(tmp_path / "store" / name)  # blobs/ holds the pre-created fan-out directories
     with pytest.raises(StorageUnavailable):
         await store.check()

@@ -80,7 +80,7 @@ class ArtifactRepository(RepositoryBase):
         completion: CompletionClaim | None,
         now: datetime | None,
     ) -> CommitResult:
-        same_content = (blobs.c.sha256 == blob.sha256, blobs.c.size == blob.size, blobs.c.state == LIVE)
+        same_content = {"content_sha256": blob.sha256, "content_size": blob.size}
         moment = now if now is not None else artifact.created_at
         if completion is not None:
             self._finish_completion(conn, completion, artifact.id, moment)
@@ -98,12 +98,8 @@ class ArtifactRepository(RepositoryBase):
         for _ in range(_COMMIT_ATTEMPTS):
             # Clear a pending GC mark first, by an exclusive row lock taken only when there is a mark:
             # taking FOR SHARE first and then updating would deadlock two commits of the same content.
-            conn.execute(
-                sa.update(blobs)
-                .where(*same_content, blobs.c.unreferenced_since.is_not(None))
-                .values(unreferenced_since=None)
-            )
-            found = (conn.execute(sa.select(blobs).where(*same_content).with_for_update(read=True))).first()
+            conn.execute(_clear_gc_mark(), same_content)
+            found = conn.execute(_live_blob_for_share(), same_content).first()
             if found is not None:
                 record = rows.blob_record(found._mapping)
                 stored = self._insert_artifact(conn, artifact, record)
@@ -159,25 +155,22 @@ class ArtifactRepository(RepositoryBase):
             raise CompletionLost()
 
     def _insert_artifact(self, conn: sa.Connection, artifact: NewArtifact, blob: BlobRecord) -> Artifact:
-        row = (
-            conn.execute(
-                sa.insert(artifacts)
-                .values(
-                    id=artifact.id,
-                    namespace=artifact.namespace,
-                    name=artifact.name,
-                    mime_type=artifact.mime_type,
-                    size=blob.info.size,
-                    sha256=blob.info.sha256,
-                    blob_id=blob.id,
-                    created_at=artifact.created_at,
-                    expires_at=artifact.expires_at,
-                    pinned=artifact.pinned,
-                    user_metadata=artifact.metadata,
-                    media=artifact.media,
-                )
-                .returning(*artifacts.c)
-            )
+        row = conn.execute(
+            _insert_artifact(),
+            {
+                "id": artifact.id,
+                "namespace": artifact.namespace,
+                "name": artifact.name,
+                "mime_type": artifact.mime_type,
+                "size": blob.info.size,
+                "sha256": blob.info.sha256,
+                "blob_id": blob.id,
+                "created_at": artifact.created_at,
+                "expires_at": artifact.expires_at,
+                "pinned": artifact.pinned,
+                "user_metadata": artifact.metadata,
+                "media": artifact.media,
+            },
         ).one()
         return rows.artifact(row._mapping)
 
@@ -317,3 +310,31 @@ def _artifact_with_blob() -> sa.Select[Any]:
             visible(sa.bindparam("now", type_=artifacts.c.expires_at.type)),
         )
     )
+
+
+# The commit's statements, built once like the content lookup: per commit only their parameters change.
+def _live_content() -> tuple[sa.ColumnElement[bool], ...]:
+    return (
+        blobs.c.sha256 == sa.bindparam("content_sha256"),
+        blobs.c.size == sa.bindparam("content_size"),
+        blobs.c.state == LIVE,
+    )
+
+
+@functools.cache
+def _clear_gc_mark() -> sa.Update:
+    return (
+        sa.update(blobs)
+        .where(*_live_content(), blobs.c.unreferenced_since.is_not(None))
+        .values(unreferenced_since=None)
+    )
+
+
+@functools.cache
+def _live_blob_for_share() -> sa.Select[Any]:
+    return sa.select(blobs).where(*_live_content()).with_for_update(read=True)
+
+
+@functools.cache
+def _insert_artifact() -> sa.Insert:
+    return sa.insert(artifacts).returning(*artifacts.c)
