@@ -10,16 +10,16 @@ from starlette.routing import Match, Route
 from starlette.types import Scope as StarletteScope
 
 from blobstore.api.body import declared_length, json_body_openapi, read_json
-from blobstore.api.conditional import plan_download
+from blobstore.api.conditional import DownloadPlan, plan_download
 from blobstore.api.deps import BaseUrlDep, CallerDep, ServiceDep, SettingsDep, app_state, get_caller
-from blobstore.api.download_responses import build_download, representation
+from blobstore.api.download_responses import build_download, read_at_once, representation
 from blobstore.api.headers import CONTENT_DIGEST, parse_content_digest
 from blobstore.api.multipart import StreamingForm, boundary_of
-from blobstore.api.redirects import presigned_redirect
+from blobstore.api.redirects import presigned_redirect, redirectable
 from blobstore.api.schemas import ArtifactOut, ArtifactPage, UpdateArtifactRequest, artifact_out
 from blobstore.digests import normalize_sha256
 from blobstore.errors import InvalidRequest
-from blobstore.models import UNSET
+from blobstore.models import UNSET, Artifact
 from blobstore.validation import validate_mime, validate_name
 
 router = APIRouter(prefix="/v1/artifacts", tags=["artifacts"])
@@ -236,22 +236,31 @@ async def serve_content(request: Request) -> Response:
     state = app_state(request.app)
     service, settings = state.service, state.settings
     caller = await get_caller(request)
-    artifact, blob = await service.open_artifact(caller, request.path_params["artifact_id"])
+    method, headers = request.method, request.headers
     params = request.query_params
     query = {key: value for key in ("offset", "length") if (value := params.get(key)) is not None}
-    plan = plan_download(
-        request.method,
-        request.headers,
-        query,
-        representation(artifact),
-        max_ranges=settings.max_ranges,
-        max_window=settings.mcp_window_max,
+    may_redirect = settings.s3_presign_downloads
+
+    def choose(artifact: Artifact) -> tuple[DownloadPlan, tuple[int, int] | None]:
+        plan = plan_download(
+            method,
+            headers,
+            query,
+            representation(artifact),
+            max_ranges=settings.max_ranges,
+            max_window=settings.mcp_window_max,
+        )
+        if method != "GET" or (may_redirect and redirectable(method, headers, plan)):
+            return plan, None
+        return plan, read_at_once(plan, settings.mcp_window_max)
+
+    found = await service.read_range(caller, request.path_params["artifact_id"], choose)
+    artifact, blob, plan = found.artifact, found.blob, found.plan
+    redirect = await presigned_redirect(service, artifact, blob, plan, method=method, headers=headers)
+    response = redirect or await build_download(
+        service, artifact, blob, plan, head=method == "HEAD", data=found.data
     )
-    redirect = await presigned_redirect(
-        service, artifact, blob, plan, method=request.method, headers=request.headers
-    )
-    response = redirect or await build_download(service, artifact, blob, plan, head=request.method == "HEAD")
-    if request.method == "GET" and response.status_code != 304:
+    if method == "GET" and response.status_code != 304:
         granted = plan.ranges[0].length if plan.ranges else artifact.size
         service.audit.record(
             actor=caller.actor,
