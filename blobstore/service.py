@@ -9,8 +9,6 @@ upload, and lends it to the edges as :attr:`ArtifactService.uploads`.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import re
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable
@@ -18,6 +16,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Generic, TypeVar
+
+import anyio
+import anyio.to_thread
 
 from blobstore import metrics
 from blobstore.audit import AuditLog
@@ -65,6 +66,8 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
 
 P = TypeVar("P")
 
+_READ_THREADS = 8
+"""Worker threads for one-call range reads at a time (as many as the SQLite reads had on their own)."""
 
 RangeChoice = Callable[[Artifact], tuple[P, tuple[int, int] | None]]
 """Given the artifact, what to answer (``P``, the caller's plan) and the byte span ``[start, end)`` to read
@@ -100,6 +103,8 @@ class ArtifactService:
         self.audit = audit or AuditLog()
         self.clock = clock
         self.events = ArtifactEvents()
+        # Each one-call range read holds a thread and up to a window's worth of blocks: bound both.
+        self._read_limiter = anyio.CapacityLimiter(_READ_THREADS)
         self._blocking_checked: object = None
         self._blocking: SupportsBlockingRead | None = None
         self.uploads = UploadManager(
@@ -291,13 +296,16 @@ class ArtifactService:
         now = self.clock()
         blobs = self._blocking_blobs()
         if blobs is not None and self.repo.blocking_reads:
-            # The event loop's executor rather than anyio's worker threads: half the handoff's CPU, which is
-            # a tenth of a small range read. Its few threads (at most cores + 4) bound the reads in flight and
-            # the blocks they hold; a cancelled request's read finishes on its thread and closes its file.
-            work = functools.partial(
-                _read_range_blocking, self.repo, blobs, caller.namespace, artifact_id, now, choose
+            return await anyio.to_thread.run_sync(
+                _read_range_blocking,
+                self.repo,
+                blobs,
+                caller.namespace,
+                artifact_id,
+                now,
+                choose,
+                limiter=self._read_limiter,
             )
-            return await asyncio.get_running_loop().run_in_executor(None, work)
         found = await self.repo.get_artifact_with_blob(caller.namespace, artifact_id, now=now)
         if found is None:
             raise NotFound()
