@@ -74,6 +74,7 @@ def parse_xxh3_header(value: str) -> str:
         raise InvalidRequest("X-Chunk-XXH3 must be 32 hex digits (XXH3-128)") from None
 
 
+# Every download of an artifact formats its Last-Modified again; email.utils is a few % of a small range read.
 @functools.lru_cache(maxsize=1024)
 def http_date(moment: datetime) -> str:
     """IMF-fixdate (RFC 9110 §5.6.7), e.g. ``Sun, 06 Nov 1994 08:49:37 GMT``."""
