@@ -81,6 +81,9 @@ def create_app(
     install_error_handlers(app)
     install_openapi(app, settings)
     body_cap = settings.max_artifact_size + MULTIPART_ALLOWANCE
+    # Innermost: GET and HEAD of the content skip the exception middleware, the router and FastAPI's request
+    # machinery, and nothing else does.
+    app.add_middleware(artifacts.ContentReads)
     app.add_middleware(
         BodyGuard,
         timeout=settings.body_timeout_seconds,
@@ -97,9 +100,8 @@ def create_app(
     app.include_router(health.router)
     app.include_router(uploads.router)
     app.include_router(artifacts.router)
-    # Ahead of every FastAPI route: GET and HEAD of the content skip FastAPI's request machinery.
-    app.router.routes.insert(0, artifacts.ContentRoute())
-    # And the single-request upload (POST of the artifacts collection).
+    # Ahead of every FastAPI route: the single-request upload (POST of the artifacts collection) skips
+    # FastAPI's request machinery; GET and HEAD of the content are answered by `ContentReads` (above).
     app.router.routes.insert(0, artifacts.UploadRoute())
     app.include_router(tus.router)
     if settings.metrics:

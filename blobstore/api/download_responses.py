@@ -9,6 +9,7 @@ SHA-256.
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 from collections.abc import AsyncIterator
@@ -47,11 +48,15 @@ def validator_headers(artifact: Artifact) -> dict[str, str]:
     }
 
 
+# A download's headers are rebuilt per request; their formatted dates and names repeat across requests.
+_disposition = functools.lru_cache(maxsize=1024)(content_disposition)
+
+
 def content_headers(artifact: Artifact) -> dict[str, str]:
     return {
         **validator_headers(artifact),
         "accept-ranges": "bytes",
-        "content-disposition": content_disposition(artifact.name),
+        "content-disposition": _disposition(artifact.name),
         # User content served from the API origin: never let a browser sniff or run it.
         "x-content-type-options": "nosniff",
         "content-security-policy": "sandbox",
@@ -135,9 +140,29 @@ def window_headers(artifact_id: str, win: Window) -> dict[str, str]:
     return headers
 
 
+def read_at_once(plan: DownloadPlan, limit: int) -> tuple[int, int] | None:
+    """The span of a single range or window of at most ``limit`` bytes (what an MCP window may hold), to read
+    whole with the lookup; None for anything else, which streams."""
+    if plan.outcome is Outcome.PARTIAL:
+        first = plan.ranges[0]
+        return (first.start, first.end) if first.length <= limit else None
+    if plan.outcome is Outcome.WINDOW:
+        assert plan.window is not None
+        win = plan.window
+        return (win.offset, win.end) if 0 < win.length <= limit else None
+    return None
+
+
 async def build_download(
-    service: ArtifactService, artifact: Artifact, blob: BlobInfo, plan: DownloadPlan, *, head: bool
+    service: ArtifactService,
+    artifact: Artifact,
+    blob: BlobInfo,
+    plan: DownloadPlan,
+    *,
+    head: bool,
+    data: bytes | None = None,
 ) -> Response:
+    """The response for ``plan``; ``data``: the verified span :func:`read_at_once` chose, when it was read."""
     headers = content_headers(artifact)
     size = artifact.size
     if plan.outcome is Outcome.NOT_MODIFIED:
@@ -176,6 +201,8 @@ async def build_download(
             return await _file_response(path, headers, size)
     if start == end:
         return Response(status_code=status, headers=headers)
+    if data is not None:
+        return Response(data, status_code=status, headers=headers)
     source = service.stream(blob, start, end)
     first = await anext(source, None)
     if first is not None and len(first) == end - start and await anext(source, None) is None:

@@ -133,7 +133,7 @@ def error_response(exc: BlobstoreError) -> JSONResponse:
     )
 
 
-async def _on_blobstore_error(_request: Request, exc: Exception) -> Response:
+async def on_blobstore_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, BlobstoreError)
     metrics.count_error(exc.code, getattr(exc, "operation", None))
     if exc.code in {"internal", "corruption", "storage_unavailable"}:
@@ -190,7 +190,7 @@ async def _on_unexpected(_request: Request, exc: Exception) -> Response:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(BlobstoreError, _on_blobstore_error)
+    app.add_exception_handler(BlobstoreError, on_blobstore_error)
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_exception)
     app.add_exception_handler(ClientDisconnect, _on_client_disconnect)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import email.utils
+import functools
 import re
 from datetime import UTC, datetime
 from typing import Final
@@ -73,6 +74,8 @@ def parse_xxh3_header(value: str) -> str:
         raise InvalidRequest("X-Chunk-XXH3 must be 32 hex digits (XXH3-128)") from None
 
 
+# Every download of an artifact formats its Last-Modified again; email.utils is a few % of a small range read.
+@functools.lru_cache(maxsize=1024)
 def http_date(moment: datetime) -> str:
     """IMF-fixdate (RFC 9110 §5.6.7), e.g. ``Sun, 06 Nov 1994 08:49:37 GMT``."""
     return email.utils.format_datetime(moment.astimezone(UTC).replace(microsecond=0), usegmt=True)

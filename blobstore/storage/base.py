@@ -11,7 +11,8 @@ keeps (so chunks of one upload may arrive at different replicas), ``stage_put`` 
 ``stage_commit`` turns the staged chunks into a blob, ``stage_abort`` frees them.
 
 Optional capabilities are separate protocols, checked with ``isinstance``: :class:`SupportsLocalPath`
-(zero-copy downloads from local disk) and :class:`SupportsPresign` (redirects to presigned S3 URLs).
+(zero-copy downloads from local disk), :class:`SupportsBlockingRead` (a verified range read inside a worker
+thread's call) and :class:`SupportsPresign` (redirects to presigned S3 URLs).
 """
 
 from __future__ import annotations
@@ -147,6 +148,20 @@ class SupportsLocalPath(Protocol):
     """A backend whose published blobs are plain files that a server may send zero-copy."""
 
     def local_path(self, blob: BlobInfo) -> Path: ...
+
+
+@runtime_checkable
+class SupportsBlockingRead(Protocol):
+    """A backend whose reads are plain blocking calls (local disk, memory).
+
+    A caller already on a worker thread (the service's one-call range read, which looks the artifact up there)
+    reads the bytes in the same call instead of handing over to another thread.
+    """
+
+    def read_blocking(self, blob: BlobInfo, offset: int, length: int) -> bytes:
+        """Bytes ``[offset, offset+length)`` in one piece, every block they touch checked first, as
+        :meth:`BlobStore.read` does (``Corruption``, ``NotFound``). Blocks: call it off the event loop."""
+        ...
 
 
 @runtime_checkable

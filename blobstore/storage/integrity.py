@@ -39,6 +39,11 @@ def check_block(blob: BlobInfo, index: int, data: bytes) -> None:
         raise Corruption(chunk=index)
 
 
+def _check_block_count(blob: BlobInfo) -> None:
+    if len(blob.block_xxh3) != -(-blob.size // blob.block_size):
+        raise Corruption()
+
+
 BlockSource = Callable[[int, int], AsyncIterator[bytes]]
 """Given ``(first_block, last_block)``, yield each whole block's bytes in order."""
 
@@ -49,9 +54,7 @@ async def read_verified(
     start, end, first, last = block_span(offset, length, blob.size, blob.block_size)
     if first > last:
         return
-    expected_blocks = -(-blob.size // blob.block_size)
-    if len(blob.block_xxh3) != expected_blocks:
-        raise Corruption()
+    _check_block_count(blob)
     index = first
     blocks = source(first, last)
     try:
@@ -69,3 +72,22 @@ async def read_verified(
     if index <= last:
         # The object is shorter than its record says.
         raise Corruption(chunk=index)
+
+
+def read_verified_blocking(
+    blob: BlobInfo, offset: int, length: int | None, read_block: Callable[[int], bytes]
+) -> bytes:
+    """The same checks as :func:`read_verified`, for a caller on a worker thread: ``read_block(index)``
+    returns one whole block, and the verified slice of the range comes back in one piece."""
+    start, end, first, last = block_span(offset, length, blob.size, blob.block_size)
+    if first > last:
+        return b""
+    _check_block_count(blob)
+    parts: list[bytes] = []
+    for index in range(first, last + 1):
+        # A short block (the object is shorter than its record says) fails the length check here.
+        data = read_block(index)
+        check_block(blob, index, data)
+        base = index * blob.block_size
+        parts.append(data[max(start - base, 0) : min(end - base, len(data))])
+    return parts[0] if len(parts) == 1 else b"".join(parts)

@@ -50,7 +50,7 @@ from blobstore.errors import (
 from blobstore.models import BlobInfo, ChunkReceipt, StagingEntry, StoredObject
 from blobstore.storage.base import DEFAULT_BLOCK_SIZE
 from blobstore.storage.dir_sync import DirectorySync
-from blobstore.storage.integrity import block_length, read_verified
+from blobstore.storage.integrity import block_length, read_verified, read_verified_blocking
 from blobstore.storage.keys import (
     BLOB_DIR,
     generation_key,
@@ -109,6 +109,13 @@ def _pread_full(fd: int, length: int, offset: int) -> bytes:
 
 def _pread_block(fd: int, blob: BlobInfo, index: int) -> bytes:
     return _pread_full(fd, block_length(blob, index), index * blob.block_size)
+
+
+def _open_blob(path: Path) -> int:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise NotFound() from None
 
 
 class _TempFile:
@@ -305,15 +312,24 @@ class LocalBlobStore(StagedWrites):
 
     @staticmethod
     def _open_and_read(path: Path, blob: BlobInfo, index: int) -> tuple[int, bytes]:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except FileNotFoundError:
-            raise NotFound() from None
+        fd = _open_blob(path)
         try:
             return fd, _pread_block(fd, blob, index)
         except BaseException:
             os.close(fd)
             raise
+
+    def read_blocking(self, blob: BlobInfo, offset: int, length: int) -> bytes:
+        try:
+            fd = _open_blob(self.local_path(blob))
+            try:
+                return read_verified_blocking(
+                    blob, offset, length, lambda index: _pread_block(fd, blob, index)
+                )
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise from_os_error(exc) from without_path(exc)
 
     def local_path(self, blob: BlobInfo) -> Path:
         return self.root / validate_key(blob.key)

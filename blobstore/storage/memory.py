@@ -14,7 +14,7 @@ from blobstore.digests import ChunkHasher, HashingWriter, StreamDigest
 from blobstore.errors import ChunkConflict, InvalidRequest, NotFound, UploadIncomplete
 from blobstore.models import BlobInfo, ChunkReceipt, StagingEntry, StoredObject
 from blobstore.storage.base import DEFAULT_BLOCK_SIZE
-from blobstore.storage.integrity import read_verified
+from blobstore.storage.integrity import read_verified, read_verified_blocking
 from blobstore.storage.keys import generation_key, validate_key, validate_staging_ref
 from blobstore.storage.staging import check_staged
 from blobstore.storage.writes import BlobSink, ChunkSink, CommitSink, StagedWrites
@@ -59,6 +59,15 @@ class MemoryBlobStore(StagedWrites):
                 yield bytes(stored.data[index * size : (index + 1) * size])
 
         return read_verified(blob, offset, length, blocks)
+
+    def read_blocking(self, blob: BlobInfo, offset: int, length: int) -> bytes:
+        stored = self._objects.get(validate_key(blob.key))
+        if stored is None:
+            raise NotFound()
+        size = blob.block_size
+        return read_verified_blocking(
+            blob, offset, length, lambda index: bytes(stored.data[index * size : (index + 1) * size])
+        )
 
     async def delete(self, key: str) -> None:
         self._objects.pop(validate_key(key), None)

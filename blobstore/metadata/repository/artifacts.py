@@ -191,11 +191,24 @@ class ArtifactRepository(RepositoryBase):
         row = await self._first(
             _artifact_with_blob(), {"artifact_id": artifact_id, "namespace": namespace, "now": now}
         )
-        if row is None:
-            return None
-        mapping = row._mapping
-        blob_row = {column.name: mapping[f"b_{column.name}"] for column in blobs.c}
-        return rows.artifact(mapping), rows.blob_record(blob_row)
+        return _artifact_and_blob(row)
+
+    @property
+    def blocking_reads(self) -> bool:
+        """Whether the ``*_blocking`` reads are available (a SQLite file: its query-only connection)."""
+        return self._sync_reader is not None
+
+    def get_artifact_with_blob_blocking(
+        self, namespace: str, artifact_id: str, *, now: datetime
+    ) -> tuple[Artifact, BlobRecord] | None:
+        """:meth:`get_artifact_with_blob` for a caller on a worker thread, where :attr:`blocking_reads`.
+
+        The service's range read looks the artifact up and reads its bytes in one worker-thread call.
+        """
+        row = self._first_sync(
+            _artifact_with_blob(), {"artifact_id": artifact_id, "namespace": namespace, "now": now}
+        )
+        return _artifact_and_blob(row)
 
     async def list_artifacts(
         self,
@@ -297,12 +310,26 @@ class ArtifactRepository(RepositoryBase):
         return int(total or 0)
 
 
+def _artifact_and_blob(row: sa.Row[Any] | None) -> tuple[Artifact, BlobRecord] | None:
+    if row is None:
+        return None
+    mapping = row._mapping
+    blob_row = {name: mapping[label] for name, label in _blob_labels()}
+    return rows.artifact(mapping), rows.blob_record(blob_row)
+
+
+@functools.cache
+def _blob_labels() -> tuple[tuple[str, str], ...]:
+    """The blob columns of :func:`_artifact_with_blob` and their labels there, built once."""
+    return tuple((column.name, f"b_{column.name}") for column in blobs.c)
+
+
 @functools.cache
 def _artifact_with_blob() -> sa.Select[Any]:
     """The lookup of every content read, built once with bound parameters: SQLAlchemy memoises a statement
     object's cache key, so executing the same object again skips building the statement and its key."""
     return (
-        sa.select(artifacts, *(column.label(f"b_{column.name}") for column in blobs.c))
+        sa.select(artifacts, *(blobs.c[name].label(label) for name, label in _blob_labels()))
         .join(blobs, blobs.c.id == artifacts.c.blob_id)
         .where(
             artifacts.c.id == sa.bindparam("artifact_id"),

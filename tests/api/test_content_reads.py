@@ -1,0 +1,95 @@
+"""The content reads' own path (ContentReads, the innermost middleware): what it answers must be what the
+app's routes and error table would, for ranges read with the lookup and ranges streamed after it."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from blobstore.api import create_app
+from blobstore.config import Settings
+from blobstore.runtime import open_service
+from tests.api.conftest import Uploader
+from tests.fixtures.asgi import app_client
+from tests.fixtures.settings import make_settings
+
+BLOCK = 4096  # SMALL_LIMITS["storage_chunk_size"]
+MAX_WINDOW = 2048  # SMALL_LIMITS["mcp_window_max"]: longer single ranges stream
+DATA = os.urandom(5 * BLOCK + 123)
+
+# [start, end) spans: inside a block, across a boundary, at the window maximum, past it (streamed, several
+# blocks), the short last block, everything.
+SPANS = [
+    (10, 20),
+    (BLOCK - 100, BLOCK + 100),
+    (BLOCK - 1, BLOCK - 1 + MAX_WINDOW),
+    (BLOCK - 1, BLOCK + MAX_WINDOW),
+    (BLOCK + 7, 4 * BLOCK + 9),
+    (5 * BLOCK, len(DATA)),
+    (0, len(DATA)),
+]
+
+
+@pytest.fixture(params=["memory", "local"])
+async def reads(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    overrides = {} if request.param == "memory" else {"storage_url": (tmp_path / "blobs").as_uri()}
+    read_settings = make_settings(tmp_path, **overrides)
+    async with (
+        open_service(read_settings, server=False) as read_service,
+        app_client(create_app(read_settings, service=read_service)) as http,
+    ):
+        yield http
+
+
+@pytest.mark.parametrize(("start", "end"), SPANS)
+async def test_a_single_range_gives_exactly_its_bytes(reads: httpx.AsyncClient, start: int, end: int) -> None:
+    created = await reads.post("/v1/artifacts", params={"name": "r.bin"}, content=DATA)
+    url = f"/v1/artifacts/{created.json()['id']}/content"
+    response = await reads.get(url, headers={"Range": f"bytes={start}-{end - 1}"})
+    assert response.status_code == 206
+    assert response.content == DATA[start:end]
+    assert response.headers["content-range"] == f"bytes {start}-{end - 1}/{len(DATA)}"
+    assert response.headers["content-length"] == str(end - start)
+
+
+async def test_a_window_read_with_the_lookup_gives_its_bytes_and_headers(reads: httpx.AsyncClient) -> None:
+    created = await reads.post("/v1/artifacts", params={"name": "w.bin"}, content=DATA)
+    url = f"/v1/artifacts/{created.json()['id']}/content"
+    response = await reads.get(url, params={"offset": BLOCK - 10, "length": 100})
+    assert response.status_code == 206
+    assert response.content == DATA[BLOCK - 10 : BLOCK + 90]
+    assert response.headers["x-blobstore-next-offset"] == str(BLOCK + 90)
+
+
+async def test_a_content_read_error_is_the_error_table_answer_with_the_request_id(
+    client: httpx.AsyncClient,
+) -> None:
+    response = await client.get(
+        "/v1/artifacts/a_AAAAAAAAAAAAAAAAAAAAAAAA/content", headers={"X-Request-Id": "find-me-1"}
+    )
+    assert response.status_code == 404
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.headers["x-request-id"] == "find-me-1"
+    assert response.json()["code"] == "not_found"
+    assert response.json()["request_id"] == "find-me-1"
+    unsatisfiable = await client.get(
+        "/v1/artifacts/a_AAAAAAAAAAAAAAAAAAAAAAAA/content", params={"offset": "x"}
+    )
+    assert unsatisfiable.status_code == 404  # the lookup comes first: nothing about a missing artifact leaks
+
+
+async def test_a_range_read_is_audited_with_the_bytes_it_granted(
+    client: httpx.AsyncClient, upload: Uploader, settings: Settings
+) -> None:
+    artifact = await upload(DATA, name="a.bin")
+    response = await client.get(f"/v1/artifacts/{artifact['id']}/content", headers={"Range": "bytes=5-104"})
+    assert response.status_code == 206
+    assert settings.audit_log is not None
+    lines = [json.loads(line) for line in settings.audit_log.read_text().splitlines()]
+    reads = [line for line in lines if line["action"] == "read" and line["artifact_id"] == artifact["id"]]
+    assert [(line["result"], line["size"]) for line in reads] == [("ok", 100)]

@@ -1,0 +1,95 @@
+"""``ArtifactService.read_range``: the lookup, the caller's choice and the verified read of what it chose, on
+every backend (one worker-thread call where the metadata and the store allow it, one step after the other
+elsewhere)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from blobstore.errors import Corruption, NotFound, RangeNotSatisfiable
+from blobstore.models import Artifact, Caller
+from blobstore.service import ArtifactService
+from blobstore.storage import LocalBlobStore, MemoryBlobStore
+from tests.fixtures.streams import chunks_of
+
+BLOCK = 64 * 1024  # storage_chunk_size of the service fixture
+
+
+async def test_the_chosen_span_is_read_with_the_artifact_and_the_plan(
+    service: ArtifactService, caller: Caller
+) -> None:
+    data = os.urandom(3 * BLOCK + 7)
+    stored = await service.create_artifact(caller, chunks_of(data), name="r.bin")
+    seen: list[Artifact] = []
+
+    def choose(artifact: Artifact) -> tuple[str, tuple[int, int] | None]:
+        seen.append(artifact)
+        return "the plan", (BLOCK - 10, 2 * BLOCK + 10)
+
+    found = await service.read_range(caller, stored.id, choose)
+    assert seen == [found.artifact]
+    assert found.artifact.id == stored.id
+    assert found.artifact.size == len(data)
+    assert found.blob.sha256 == stored.sha256
+    assert found.plan == "the plan"
+    assert found.data == data[BLOCK - 10 : 2 * BLOCK + 10]
+
+
+async def test_a_choice_of_no_span_reads_nothing(service: ArtifactService, caller: Caller) -> None:
+    stored = await service.create_artifact(caller, chunks_of(b"abc"), name="n.bin")
+    found = await service.read_range(caller, stored.id, lambda artifact: (artifact.size, None))
+    assert found.plan == 3
+    assert found.data is None
+
+
+async def test_another_namespace_is_not_found_and_nothing_is_chosen(
+    service: ArtifactService, caller: Caller, other: Caller
+) -> None:
+    stored = await service.create_artifact(caller, chunks_of(b"private"), name="p.bin")
+    chosen: list[Artifact] = []
+
+    def choose(artifact: Artifact) -> tuple[None, tuple[int, int] | None]:
+        chosen.append(artifact)
+        return None, (0, 1)
+
+    with pytest.raises(NotFound):
+        await service.read_range(other, stored.id, choose)
+    await service.delete_artifact(caller, stored.id)
+    with pytest.raises(NotFound):
+        await service.read_range(caller, stored.id, choose)
+    assert chosen == []
+
+
+async def test_what_the_choice_raises_reaches_the_caller(service: ArtifactService, caller: Caller) -> None:
+    stored = await service.create_artifact(caller, chunks_of(b"short"), name="s.bin")
+
+    def choose(artifact: Artifact) -> tuple[None, tuple[int, int] | None]:
+        raise RangeNotSatisfiable(size=artifact.size)
+
+    with pytest.raises(RangeNotSatisfiable):
+        await service.read_range(caller, stored.id, choose)
+
+
+async def test_a_span_touching_a_corrupt_block_is_corruption_not_bytes(
+    service: ArtifactService, caller: Caller
+) -> None:
+    data = os.urandom(2 * BLOCK)
+    stored = await service.create_artifact(caller, chunks_of(data), name="c.bin")
+    _, blob = await service.open_artifact(caller, stored.id)
+    blobs = service.blobs
+    if isinstance(blobs, MemoryBlobStore):
+        blobs.flip_byte(blob.key, BLOCK + 1)
+    elif isinstance(blobs, LocalBlobStore):
+        with blobs.local_path(blob).open("r+b") as handle:
+            handle.seek(BLOCK + 1)
+            original = handle.read(1)[0]
+            handle.seek(BLOCK + 1)
+            handle.write(bytes([original ^ 0xFF]))
+    else:
+        pytest.skip("the storage contract tests corrupt S3 objects")
+    with pytest.raises(Corruption):
+        await service.read_range(caller, stored.id, lambda artifact: (None, (BLOCK - 4, BLOCK + 4)))
+    sound = await service.read_range(caller, stored.id, lambda artifact: (None, (0, 100)))
+    assert sound.data == data[:100]
