@@ -42,6 +42,7 @@ import anyio
 from blobstore.digests import ChunkHasher, HashingWriter, StagedCheck, StreamDigest
 from blobstore.errors import ChunkConflict, ChunkSizeInvalid, Conflict, NotFound, UploadIncomplete
 from blobstore.models import ChunkReceipt
+from blobstore.storage.dir_sync import fsync_dir
 from blobstore.storage.keys import generation_key
 from blobstore.storage.staging import check_staged
 
@@ -95,14 +96,6 @@ async def _lock(fd: int, start: int, length: int) -> None:
         wait = min(wait * 2, _LONGEST_WAIT)
 
 
-def _sync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
     view = memoryview(data)
     while view:
@@ -135,7 +128,7 @@ def create_area(area: Path, chunk_size: int) -> None:
     finally:
         os.close(fd)
     os.rename(part, area / RECEIPTS)
-    _sync_dir(area)
+    fsync_dir(area)
 
 
 def is_inplace_area(area: Path) -> bool:
@@ -223,7 +216,7 @@ def _restore_data(area: Path) -> None:
             finally:
                 os.close(fd)
             os.rename(part, data)
-    _sync_dir(area)
+    fsync_dir(area)
 
 
 class InPlaceChunkSink:

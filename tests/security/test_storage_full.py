@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+import blobstore.storage.dir_sync as dir_sync_backend
 import blobstore.storage.local as local_backend
 import blobstore.storage.local_inplace as inplace_backend
 from blobstore.api import create_app
@@ -68,6 +69,7 @@ def arm(monkeypatch: pytest.MonkeyPatch, call: str, code: int = errno.ENOSPC) ->
     faulty = FaultyOs(call, code)
     monkeypatch.setattr(local_backend, "os", faulty)
     monkeypatch.setattr(inplace_backend, "os", faulty)
+    monkeypatch.setattr(dir_sync_backend, "os", faulty)
     return faulty
 
 
