@@ -14,6 +14,7 @@ is active every request needs a valid one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import ipaddress
 import re
@@ -38,6 +39,8 @@ LOCAL_NAMESPACE: Final = "default"
 LOCAL_ACTOR: Final = "local"
 ANONYMOUS_ACTOR: Final = "anonymous"
 ALL_SCOPES: Final = frozenset(Scope)
+LOCAL_CALLER: Final = Caller(namespace=LOCAL_NAMESPACE, actor=LOCAL_ACTOR, scopes=ALL_SCOPES)
+"""Who a request without a token is in local mode (immutable, so one value serves every request)."""
 DEFAULT_CACHE_SECONDS: Final = 2.0
 
 _NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -120,6 +123,13 @@ def is_loopback_client(host: str | None) -> bool:
     """True for loopback peers; None (a Unix socket or an in-process transport) is local too."""
     if host is None:
         return True
+    return _is_loopback_host(host)
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_loopback_host(host: str) -> bool:
+    # Asked on every request without a token in local mode; parsing the address was most of that request's
+    # authentication. A server sees few distinct peers, and the answer for an address never changes.
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
@@ -235,7 +245,7 @@ class Authenticator:
                 # No token exists, yet local mode does not apply: nobody can get in until one is created.
                 self._refuse(ANONYMOUS_ACTOR, "unauthorized")
                 raise Unauthorized("a bearer token is required; create one with 'blobstore token create'")
-            return Caller(namespace=LOCAL_NAMESPACE, actor=LOCAL_ACTOR, scopes=ALL_SCOPES)
+            return LOCAL_CALLER
         token = bearer_token(authorization)
         parts = split_token(token) if token is not None else None
         if parts is None:

@@ -218,20 +218,9 @@ class StoreResources:
 
     async def _read_whole(self, caller: Caller, uri: str, ref: ArtifactRef) -> ReadResourceResult:
         started = time.monotonic()
-        artifact, blob = await self.service.open_artifact(caller, ref.artifact_id)
-        if artifact.size > self.inline_limit:
-            first = window_uri(artifact.id, 0, min(self.max_window, artifact.size))
-            raise RangeRequired(
-                f"artifact is {artifact.size} bytes, more than the {self.inline_limit}-byte inline limit; "
-                "read it in "
-                f"windows of at most {self.max_window} bytes, starting with {first}",
-                size=artifact.size,
-                max_window=self.max_window,
-                inline_limit=self.inline_limit,
-                first=first,
-                range_template=WINDOW_URI_TEMPLATE,
-            )
-        data = b"".join([piece async for piece in self.service.stream(blob)])
+        found = await self.service.read_range(caller, ref.artifact_id, self._whole_span)
+        artifact = found.artifact
+        data = found.data or b""
         self.service.audit.record(
             actor=caller.actor,
             namespace=caller.namespace,
@@ -252,6 +241,23 @@ class StoreResources:
                 uri=uri, mime_type=artifact.mime_type, blob=base64_text(data), _meta=meta
             )
         return ReadResourceResult(contents=[contents], ttl_ms=self._ttl_ms(artifact), cache_scope="private")
+
+    def _whole_span(self, artifact: Artifact) -> tuple[None, tuple[int, int] | None]:
+        """The whole artifact when it fits inline, decided where the lookup ran (one worker call for the
+        lookup and the read); larger ones are refused with the first window to read instead."""
+        if artifact.size > self.inline_limit:
+            first = window_uri(artifact.id, 0, min(self.max_window, artifact.size))
+            raise RangeRequired(
+                f"artifact is {artifact.size} bytes, more than the {self.inline_limit}-byte inline limit; "
+                "read it in "
+                f"windows of at most {self.max_window} bytes, starting with {first}",
+                size=artifact.size,
+                max_window=self.max_window,
+                inline_limit=self.inline_limit,
+                first=first,
+                range_template=WINDOW_URI_TEMPLATE,
+            )
+        return None, (0, artifact.size) if artifact.size else None
 
     async def _read_window(self, caller: Caller, uri: str, ref: ArtifactRef) -> ReadResourceResult:
         artifact, win, data = await self.service.read_window(caller, ref.artifact_id, ref.offset, ref.length)

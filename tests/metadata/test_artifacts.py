@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import sqlalchemy as sa
 
@@ -252,3 +253,43 @@ async def test_find_artifacts_with_content_lists_visible_ones_of_the_namespace_n
 
     assert [a.id for a in found] == [newer.artifact.id, older.artifact.id]
     assert await repo.find_artifacts_with_content("ns", "0" * 64, now=T0) == []
+
+
+async def test_content_lookup_reads_every_field_back_as_committed(repo: MetadataRepository) -> None:
+    # On SQLite the content lookup is a hand-written statement whose row is converted by hand: every column
+    # must come back as the SQLAlchemy read of the same row gives it.
+    expires = T0 + timedelta(days=2, microseconds=123_456)
+    new = dataclasses.replace(
+        new_artifact(expires_at=expires, pinned=True),
+        name="résumé ✓.txt",
+        metadata={"ключ": "значение", "n": "1"},
+        media={"width": 3, "height": 4, "nested": {"a": [1, 2]}},
+    )
+    result = await repo.commit_artifact(blob=blob_info(b"0123456789"), artifact=new)
+    later = datetime(2030, 1, 5, 3, 0, tzinfo=timezone(timedelta(hours=5)))
+
+    found = await repo.get_artifact_with_blob("ns", result.artifact.id, now=later)
+
+    assert found is not None
+    artifact, blob = found
+    assert artifact == await repo.get_artifact("ns", result.artifact.id, now=later)
+    assert artifact == result.artifact
+    assert artifact.expires_at == expires
+    assert artifact.expires_at.tzinfo == UTC
+    assert artifact.created_at == T0
+    assert artifact.created_at.tzinfo == UTC
+    assert blob == result.blob
+    if repo.blocking_reads:
+        assert repo.get_artifact_with_blob_blocking("ns", result.artifact.id, now=later) == found
+
+
+async def test_content_lookup_compares_expiry_in_utc_whatever_the_zone_of_now(
+    repo: MetadataRepository,
+) -> None:
+    expires = T0 + timedelta(hours=1)
+    plain = await repo.commit_artifact(blob=blob_info(b"a"), artifact=new_artifact(expires_at=expires))
+    zone = timezone(timedelta(hours=-7))
+
+    before = (expires - timedelta(microseconds=1)).astimezone(zone)
+    assert await repo.get_artifact_with_blob("ns", plain.artifact.id, now=before) is not None
+    assert await repo.get_artifact_with_blob("ns", plain.artifact.id, now=expires.astimezone(zone)) is None

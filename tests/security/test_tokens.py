@@ -17,6 +17,7 @@ from blobstore.auth import (
     Authenticator,
     bearer_token,
     create_token,
+    is_loopback_client,
     parse_expiry,
     parse_scopes,
     split_token,
@@ -240,3 +241,25 @@ def test_bearer_parsing_takes_only_the_bearer_scheme() -> None:
     assert bearer_token("bearer   abc ") == "abc"
     assert bearer_token("Token abc") is None
     assert bearer_token("Bearer") is None
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.8.9.10", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        (None, True),
+        ("203.0.113.7", False),
+        ("::ffff:203.0.113.7", False),
+        ("10.0.0.1", False),
+        ("example.org", False),
+        ("", False),
+    ],
+)
+def test_loopback_clients_are_told_apart_the_same_way_every_time(host: str | None, loopback: bool) -> None:
+    # The answer per address is cached: asking again must give the same answer as the first time.
+    assert is_loopback_client(host) is loopback
+    assert is_loopback_client(host) is loopback

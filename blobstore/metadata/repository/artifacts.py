@@ -7,6 +7,8 @@ import functools
 from datetime import datetime
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -188,6 +190,10 @@ class ArtifactRepository(RepositoryBase):
     async def get_artifact_with_blob(
         self, namespace: str, artifact_id: str, *, now: datetime
     ) -> tuple[Artifact, BlobRecord] | None:
+        if self._lookups is not None:
+            return await anyio.to_thread.run_sync(
+                self._lookups.artifact_with_blob, namespace, artifact_id, now, limiter=self._sync_limiter
+            )
         row = await self._first(
             _artifact_with_blob(), {"artifact_id": artifact_id, "namespace": namespace, "now": now}
         )
@@ -195,8 +201,8 @@ class ArtifactRepository(RepositoryBase):
 
     @property
     def blocking_reads(self) -> bool:
-        """Whether the ``*_blocking`` reads are available (a SQLite file: its query-only connection)."""
-        return self._sync_reader is not None
+        """Whether the ``*_blocking`` reads are available (a SQLite file: its query-only connections)."""
+        return self._lookups is not None
 
     def get_artifact_with_blob_blocking(
         self, namespace: str, artifact_id: str, *, now: datetime
@@ -205,10 +211,8 @@ class ArtifactRepository(RepositoryBase):
 
         The service's range read looks the artifact up and reads its bytes in one worker-thread call.
         """
-        row = self._first_sync(
-            _artifact_with_blob(), {"artifact_id": artifact_id, "namespace": namespace, "now": now}
-        )
-        return _artifact_and_blob(row)
+        assert self._lookups is not None
+        return self._lookups.artifact_with_blob(namespace, artifact_id, now)
 
     async def list_artifacts(
         self,

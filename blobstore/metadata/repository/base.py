@@ -28,6 +28,7 @@ from blobstore.metadata.engine import (
     create_sqlite_write_engine,
     sqlite_file,
 )
+from blobstore.metadata.repository.sqlite_reads import SqliteLookups
 from blobstore.metadata.tables import artifacts
 from blobstore.models import UploadState
 
@@ -56,6 +57,8 @@ class RepositoryBase:
         self._reader = engine.execution_options(**{READ_ONLY: True})
         self._sync_reader = sync_reader
         self._sync_writer = sync_writer
+        database = None if sync_reader is None else sqlite_file(sync_reader.url)
+        self._lookups = None if database is None else SqliteLookups(database)
         self._sync_limiter = anyio.CapacityLimiter(8)
         self._reserve = reserve
 
@@ -71,6 +74,8 @@ class RepositoryBase:
 
     async def close(self) -> None:
         await self._engine.dispose()
+        if self._lookups is not None:
+            self._lookups.close()
         for sync_engine in (self._sync_reader, self._sync_writer):
             if sync_engine is not None:
                 sync_engine.dispose()

@@ -1,0 +1,152 @@
+"""The content lookup of every read as one plain ``sqlite3`` statement on query-only connections.
+
+A small range read is a handful of microseconds of ``pread`` and XXH3; the SQLAlchemy execution around its
+one-row lookup (connection checkout and reset, the compiled-statement cache, bind and result processors, the
+``Row`` and its mapping) cost more than the read itself. Here the statement's text is built once from the
+tables, prepared by ``sqlite3``'s own statement cache, and the row is converted by hand into the same models,
+with the same conversions the column types make (UTC timestamps as SQLAlchemy stores them in SQLite, JSON,
+booleans). Only for a SQLite file; PostgreSQL keeps the SQLAlchemy statement.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from blobstore.metadata.engine import SQLITE_BUSY_TIMEOUT_MS
+from blobstore.metadata.repository import rows
+from blobstore.metadata.tables import artifacts, blobs
+from blobstore.metadata.types import UTCDateTime
+from blobstore.models import Artifact, BlobRecord
+
+Convert = Callable[[Any], Any]
+
+
+class SqliteLookups:
+    """Query-only ``sqlite3`` connections over one database file, taken by whichever worker thread asks.
+
+    Idle connections wait in a list (``pop`` and ``append`` are atomic), so concurrent readers each get
+    their own and a reader never waits for another; each connection is in autocommit mode, so every
+    ``SELECT`` reads its own WAL snapshot and never waits for a writer.
+    """
+
+    def __init__(self, database: Path) -> None:
+        self._database = database
+        self._idle: list[sqlite3.Connection] = []
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def artifact_with_blob(
+        self, namespace: str, artifact_id: str, now: datetime
+    ) -> tuple[Artifact, BlobRecord] | None:
+        """The visible artifact ``artifact_id`` of ``namespace`` at ``now`` and its blob row, else None."""
+        row = self._first(_lookup_sql(), (artifact_id, namespace, timestamp_text(now)))
+        if row is None:
+            return None
+        artifact_columns, blob_columns = _converters()
+        split = len(artifact_columns)
+        artifact_row = {
+            name: convert(value) for (name, convert), value in zip(artifact_columns, row[:split], strict=True)
+        }
+        blob_row = {
+            name: convert(value) for (name, convert), value in zip(blob_columns, row[split:], strict=True)
+        }
+        return rows.artifact(artifact_row), rows.blob_record(blob_row)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def _first(self, sql: str, parameters: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        try:
+            conn = self._idle.pop()
+        except IndexError:
+            conn = self._connect()
+        try:
+            row: tuple[Any, ...] | None = conn.execute(sql, parameters).fetchone()
+        except BaseException:
+            # A connection that failed a read is not trusted with the next one.
+            conn.close()
+            raise
+        with self._lock:
+            if not self._closed:
+                self._idle.append(conn)
+                return row
+        conn.close()
+        return row
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self._database, isolation_level=None, check_same_thread=False, cached_statements=16
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA query_only=ON")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+
+def timestamp_text(value: datetime) -> str:
+    """``value`` as :class:`UTCDateTime` stores it in SQLite: UTC wall-clock text with microseconds, so
+    comparing the text compares the times."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("naive datetime given for a timestamp column; use timezone-aware UTC")
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
+
+
+def _timestamp(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value).replace(tzinfo=UTC)
+
+
+def _json(value: str) -> Any:
+    return json.loads(value)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _converter(column: sa.Column[Any]) -> Convert:
+    if isinstance(column.type, UTCDateTime):
+        return _timestamp
+    if isinstance(column.type, sa.JSON):
+        return _json
+    if isinstance(column.type, sa.Boolean):
+        return bool
+    return _same
+
+
+@functools.cache
+def _converters() -> tuple[tuple[tuple[str, Convert], ...], tuple[tuple[str, Convert], ...]]:
+    """Each selected column's name and conversion, artifacts' then blobs', in :func:`_lookup_sql`'s order."""
+    return (
+        tuple((column.name, _converter(column)) for column in artifacts.c),
+        tuple((column.name, _converter(column)) for column in blobs.c),
+    )
+
+
+@functools.cache
+def _lookup_sql() -> str:
+    """The SQLAlchemy lookup's statement (``_artifact_with_blob``) written out for SQLite: the same join and
+    the same visibility rule (pinned, no expiry, or expiring after ``now``)."""
+    selected = ", ".join(
+        [f'a."{column.name}"' for column in artifacts.c] + [f'b."{column.name}"' for column in blobs.c]
+    )
+    # Column names from the table definitions, no outside input: the values are bound parameters.
+    return (
+        f"SELECT {selected} FROM artifacts AS a JOIN blobs AS b ON b.id = a.blob_id "  # noqa: S608
+        "WHERE a.id = ? AND a.namespace = ? AND (a.pinned = 1 OR a.expires_at IS NULL OR a.expires_at > ?)"
+    )
