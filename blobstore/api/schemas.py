@@ -21,12 +21,13 @@ class _Request(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _numbers_are_not_booleans(cls, data: Any) -> Any:
-        # JSON true/false is not a number, though Python's bool is an int (lax mode would take it as 1/0).
+    def _numbers_are_numbers(cls, data: Any) -> Any:
+        # An integer member takes a JSON number only: lax mode would take true/false as 1/0 (Python's bool is an
+        # int) and "6" as 6. Strict mode would refuse 6.0 too, which JSON Schema counts as an integer.
         if isinstance(data, dict):
             for name, field in cls.model_fields.items():
                 value, types = data.get(name), get_args(field.annotation) or (field.annotation,)
-                if isinstance(value, bool) and int in types:
+                if isinstance(value, bool | str) and int in types:
                     raise ValueError(f"{name} must be an integer")
                 if bool in types and value is not None and not isinstance(value, bool):
                     raise ValueError(f"{name} must be true or false")

@@ -293,6 +293,25 @@ async def test_invalid_create_bodies_are_400_problems_naming_the_field(
     assert any(field in error["loc"] for error in problem["errors"])
 
 
+@pytest.mark.parametrize(
+    ("member", "value"),
+    [("ttl_seconds", "6"), ("chunk_size", "1024"), ("size", "10"), ("ttl_seconds", True)],
+)
+async def test_an_integer_member_takes_a_json_number_only(
+    client: httpx.AsyncClient, member: str, value: object
+) -> None:
+    response = await client.post("/v1/uploads", json={"name": "a.bin", member: value})
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_request"
+    assert member in response.text
+
+
+async def test_an_integral_json_number_is_an_integer(client: httpx.AsyncClient) -> None:
+    # JSON Schema's "integer" includes 3600.0; the OpenAPI document promises what JSON Schema means.
+    response = await client.post("/v1/uploads", json={"name": "a.bin", "ttl_seconds": 3600.0})
+    assert response.status_code == 201
+
+
 async def test_chunk_size_outside_the_limits_is_refused(client: httpx.AsyncClient) -> None:
     response = await client.post("/v1/uploads", json={"name": "a", "chunk_size": 8})
     assert response.status_code == 400
