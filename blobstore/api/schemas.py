@@ -22,8 +22,8 @@ class _Request(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _numbers_are_numbers(cls, data: Any) -> Any:
-        # An integer member takes a JSON number only: lax mode would take true/false as 1/0 (Python's bool is an
-        # int) and "6" as 6. Strict mode would refuse 6.0 too, which JSON Schema counts as an integer.
+        # An integer member takes a JSON number only: lax mode would take true/false as 1/0 (Python's bool
+        # is an int) and "6" as 6. Strict mode would refuse 6.0 too, which JSON Schema counts as an integer.
         if isinstance(data, dict):
             for name, field in cls.model_fields.items():
                 value, types = data.get(name), get_args(field.annotation) or (field.annotation,)
