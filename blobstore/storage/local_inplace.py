@@ -341,9 +341,6 @@ class InPlaceCommitSink:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
         return fd
 
-    async def write(self, data: bytearray, writer: HashingWriter) -> None:
-        raise NotImplementedError("a completion only joins staged chunks")
-
     async def append_staged(self, receipt: ChunkReceipt, writer: HashingWriter) -> None:
         if self._buffer is None:
             self._buffer = bytearray(min(_READ_PIECE, max(receipt.size, 1)))

@@ -33,15 +33,17 @@ class _Sink(Protocol):
         ...
 
 
-class BlobSink(_Sink, Protocol):
+class _PublishingSink(_Sink, Protocol):
+    async def publish(self, digest: StreamDigest) -> str:
+        """Make the verified bytes visible under a new generation key, atomically; return the key."""
+        ...
+
+
+class BlobSink(_PublishingSink, Protocol):
     """Where the bytes of one new generation go before it is published."""
 
     async def write(self, data: bytearray, writer: HashingWriter) -> None:
         """Hash ``data`` into ``writer`` and keep it (the writer refuses it past a size limit)."""
-        ...
-
-    async def publish(self, digest: StreamDigest) -> str:
-        """Make the verified bytes visible under a new generation key, atomically; return the key."""
         ...
 
 
@@ -56,8 +58,8 @@ class OneStepSink(BlobSink, Protocol):
         ...
 
 
-class CommitSink(BlobSink, Protocol):
-    """A :class:`BlobSink` that joins the chunks of one staging area."""
+class CommitSink(_PublishingSink, Protocol):
+    """Where the staged chunks of one upload are joined into a new generation before it is published."""
 
     async def append_staged(self, receipt: ChunkReceipt, writer: HashingWriter) -> None:
         """Read the staged chunk ``receipt`` names, hash it into ``writer`` and keep it.
@@ -170,7 +172,7 @@ def _claimed_sha256(value: str | None) -> str | None:
     return normalize_sha256(value) if value is not None else None
 
 
-async def _publish(sink: BlobSink, writer: HashingWriter, claimed: str | None) -> BlobInfo:
+async def _publish(sink: _PublishingSink, writer: HashingWriter, claimed: str | None) -> BlobInfo:
     # The claims are checked before anything becomes visible.
     digest = writer.finish(expected_sha256=claimed)
     return blob_info(await sink.publish(digest), digest)
