@@ -126,6 +126,17 @@ class HashingWriter:
                 self._block.reset()
                 self._block_fill = 0
 
+    def continue_from(self, other: HashingWriter) -> None:
+        """Go on from the state of ``other``, which saw the stream's first bytes (checked against the limits)."""
+        if other.block_size != self.block_size:
+            raise ValueError("block sizes differ")
+        self.check_size(other.size)
+        self.size = other.size
+        self._sha = other._sha.copy()
+        self._block = other._block.copy()
+        self._block_fill = other._block_fill
+        self._blocks = list(other._blocks)
+
     def finish(self, *, expected_size: int | None = None, expected_sha256: str | None = None) -> StreamDigest:
         """Close the stream: check the declared size and digest, return the digests."""
         for claimed in (self.expected_size, expected_size):

@@ -148,3 +148,24 @@ def test_chunk_hasher_checks_length_and_checksums() -> None:
         wrong.update(b"abc")
         with pytest.raises(ChecksumMismatch):
             wrong.finish(**claim)
+
+
+@given(data=st.binary(max_size=5000), cut=st.integers(min_value=0, max_value=5000))
+def test_a_writer_going_on_from_another_gives_the_digests_of_one_pass(data: bytes, cut: int) -> None:
+    whole = HashingWriter(block_size=1000)
+    whole.update(data)
+    first = HashingWriter(block_size=1000)
+    first.update(data[:cut])
+    second = HashingWriter(block_size=1000, expected_size=len(data))
+    second.continue_from(first)
+    second.update(data[cut:])
+    assert second.finish() == whole.finish()
+
+
+def test_a_writer_refuses_to_go_on_from_too_much_or_another_block_size() -> None:
+    seen = HashingWriter(block_size=1000)
+    seen.update(b"x" * 10)
+    with pytest.raises(SizeMismatch):
+        HashingWriter(block_size=1000, expected_size=5).continue_from(seen)
+    with pytest.raises(ValueError, match="block sizes"):
+        HashingWriter(block_size=500).continue_from(seen)

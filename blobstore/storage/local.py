@@ -51,6 +51,7 @@ from blobstore.models import BlobInfo, ChunkReceipt, StagingEntry, StoredObject
 from blobstore.storage.base import DEFAULT_BLOCK_SIZE
 from blobstore.storage.dir_sync import DirectorySync
 from blobstore.storage.integrity import block_length, read_verified, read_verified_blocking
+from blobstore.storage.join_ahead import JoinAheadTable
 from blobstore.storage.keys import (
     BLOB_DIR,
     generation_key,
@@ -182,6 +183,7 @@ class LocalBlobStore(StagedWrites):
         self._tmp = root / TEMP_DIR
         self._staging = root / STAGING_DIR
         self._directories = directory_sync or DirectorySync()
+        self.joins_ahead = JoinAheadTable()
         # One byte per second-level fan-out directory: set once it exists and its entry is durable.
         self._fanout_ready = bytearray(_FANOUT_DIRS)
         try:

@@ -8,8 +8,10 @@ A staging area (``staging/<upload_id>/``) holds three files::
 
 A chunk is accepted when its record is durable in ``receipts``, after its bytes are durable in ``data``;
 a chunk whose write or checksum failed leaves no record, and its retry writes over whatever it left. A
-completion renames ``data`` to ``sealed``, reads it back (from the page cache, mostly) to hash it and check
-every chunk against its receipt, and hard-links it under the generation key: there is no second copy.
+completion renames ``data`` to ``sealed``, hashes it and checks every chunk against its receipt, and
+hard-links it under the generation key: there is no second copy. The hashing mostly happened already: each
+writer, once its chunk is accepted, reads back and hashes the accepted chunks that continue the leading run
+(``join_ahead``), so the completion only goes on from where that pass stopped.
 
 Writers exclude each other with open-file-description (OFD) byte-range locks on ``receipts``: a chunk writer
 locks its record's range, a completion the whole file. Every opener gets its own open file description, so
@@ -34,15 +36,24 @@ import os
 import shutil
 import struct
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
 
 from blobstore.digests import ChunkHasher, HashingWriter, StagedCheck, StreamDigest
-from blobstore.errors import ChunkConflict, ChunkSizeInvalid, Conflict, NotFound, UploadIncomplete
+from blobstore.errors import (
+    ChunkConflict,
+    ChunkSizeInvalid,
+    Conflict,
+    Corruption,
+    NotFound,
+    UploadIncomplete,
+)
 from blobstore.models import ChunkReceipt
 from blobstore.storage.dir_sync import fsync_dir
+from blobstore.storage.join_ahead import JoinAhead
 from blobstore.storage.keys import generation_key
 from blobstore.storage.staging import check_staged
 
@@ -219,6 +230,67 @@ def _restore_data(area: Path) -> None:
     fsync_dir(area)
 
 
+def _join_chunk(
+    fd: int, receipt: ChunkReceipt, chunk_size: int, writer: HashingWriter, buffer: bytearray
+) -> None:
+    """Hash the accepted chunk ``receipt`` names into ``writer``; ``Corruption`` if it is not its bytes."""
+    offset = receipt.index * chunk_size
+    check = StagedCheck()
+    view = memoryview(buffer)
+    remaining = receipt.size
+    while remaining:
+        length = os.preadv(fd, [view[: min(remaining, len(view))]], offset)
+        if length == 0:
+            break  # past the end of the file: the check below refuses the chunk
+        piece = view[:length]
+        writer.update(piece)
+        check.update(piece)
+        offset += length
+        remaining -= length
+    check_staged(receipt, check.size, check.xxh3())
+
+
+def _join_key(area: Path, receipts: int) -> tuple[str, int]:
+    # The inode too: an area of the same name made again later is another upload's.
+    return str(area), os.fstat(receipts).st_ino
+
+
+def _join_ahead(store: LocalBlobStore, area: Path, receipts: int, data: int, chunk_size: int) -> None:
+    """Join the chunks that now continue the area's leading run of accepted chunks (see ``join_ahead``).
+
+    One thread at a time extends a join; a writer that finds it busy leaves ``pending`` set and returns, and
+    the busy one goes round again, so a chunk accepted meanwhile is not left out.
+    """
+    join = store.joins_ahead.get(_join_key(area, receipts), store.block_size)
+    join.pending = True
+    while join.pending and join.lock.acquire(blocking=False):
+        try:
+            join.pending = False
+            if not join.broken:
+                _extend_join(join, receipts, data, chunk_size)
+        finally:
+            join.lock.release()
+
+
+def _extend_join(join: JoinAhead, receipts: int, data: int, chunk_size: int) -> None:
+    buffer: bytearray | None = None
+    while (receipt := _read_record(receipts, join.next_index)) is not None:
+        if buffer is None:
+            buffer = bytearray(min(_READ_PIECE, chunk_size))
+        try:
+            if receipt.size > chunk_size:
+                raise Corruption(chunk=receipt.index)
+            _join_chunk(data, receipt, chunk_size, join.writer, buffer)
+        except (OSError, Corruption):
+            # The chunk is accepted and durable whatever this finds: the completion hashes these bytes
+            # again from the start and meets the same failure there, where it is an error to report.
+            join.broken = True
+            return
+        join.receipts.append(receipt)
+        if receipt.size < chunk_size:
+            return  # a short chunk is the last one: nothing can follow it
+
+
 class InPlaceChunkSink:
     """One chunk ``PUT`` into an in-place staging area: written at its offset, or only compared."""
 
@@ -258,25 +330,27 @@ class InPlaceChunkSink:
             except FileNotFoundError:
                 raise NotFound() from None  # the area went away meanwhile: the upload was aborted
         try:
-            return None, os.open(self.area / DATA, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            # Read-write: the join ahead reads accepted chunks back through it.
+            return None, os.open(self.area / DATA, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
             if restore:
                 raise NotFound() from None  # the area went away meanwhile: the upload was aborted
             return None, None
 
     async def write(self, data: bytearray, hasher: ChunkHasher) -> None:
+        # Hashed in the worker thread with its write: hashing 1 MiB on the event loop held every other
+        # request's receive back for the time of two digests.
+        await self.store._run(self._write, data, hasher)
+
+    def _write(self, data: bytearray, hasher: ChunkHasher) -> None:
         hasher.update(data)  # refuses a chunk longer than it may be before anything is written
         if self._existing is not None:
             return
         if self._written + len(data) > self._chunk_size:
             raise ChunkSizeInvalid()
-        offset = self.index * self._chunk_size + self._written
-        await self.store._run(self._write, data, offset)
-        self._written += len(data)
-
-    def _write(self, data: bytearray, offset: int) -> None:
         assert self._data is not None
-        _pwrite_all(self._data, data, offset)
+        _pwrite_all(self._data, data, self.index * self._chunk_size + self._written)
+        self._written += len(data)
 
     async def keep(self, receipt: ChunkReceipt) -> ChunkReceipt:
         if self._existing is not None:
@@ -297,6 +371,7 @@ class InPlaceChunkSink:
         if current.st_ino != os.fstat(self._receipts).st_ino:
             raise NotFound()
         _write_record(self._receipts, receipt)
+        _join_ahead(self.store, self.area, self._receipts, self._data, self._chunk_size)
         return receipt
 
     async def discard(self) -> None:
@@ -351,21 +426,23 @@ class InPlaceCommitSink:
         assert self._receipts is not None
         if receipt.size > self._chunk_size or _read_record(self._receipts, receipt.index) is None:
             raise UploadIncomplete(missing=[receipt.index])
-        offset = receipt.index * self._chunk_size
-        check = StagedCheck()
-        view = memoryview(buffer)
-        remaining = receipt.size
-        while remaining:
-            length = os.preadv(self._sealed, [view[: min(remaining, len(view))]], offset)
-            if length == 0:
-                break  # past the end of the file: the check below refuses the chunk
-            piece = view[:length]
-            writer.update(piece)
-            check.update(piece)
-            offset += length
-            remaining -= length
-        check_staged(receipt, check.size, check.xxh3())
+        _join_chunk(self._sealed, receipt, self._chunk_size, writer, buffer)
         self._size = receipt.index * self._chunk_size + receipt.size
+
+    async def joined_ahead(self, chunks: Sequence[ChunkReceipt]) -> tuple[int, HashingWriter] | None:
+        return await self.store._run(self._joined_ahead, chunks)
+
+    def _joined_ahead(self, chunks: Sequence[ChunkReceipt]) -> tuple[int, HashingWriter] | None:
+        assert self._receipts is not None
+        join = self.store.joins_ahead.take(_join_key(self.area, self._receipts))
+        if join is None:
+            return None
+        # Under the whole-file lock no chunk writer of this process is inside the join: this never waits.
+        with join.lock:
+            if not join.usable_for(chunks):
+                return None
+            self._size = join.writer.size
+            return len(join.receipts), join.writer
 
     async def publish(self, digest: StreamDigest) -> str:
         return await self.store._run(self._publish, digest.sha256)

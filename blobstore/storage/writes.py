@@ -69,6 +69,15 @@ class CommitSink(_PublishingSink, Protocol):
         ...
 
 
+@runtime_checkable
+class JoinsAhead(CommitSink, Protocol):
+    """A :class:`CommitSink` that may have joined the leading chunks already, while they arrived."""
+
+    async def joined_ahead(self, chunks: Sequence[ChunkReceipt]) -> tuple[int, HashingWriter] | None:
+        """How many of the first ``chunks`` are joined (hashed and checked), and the writer that saw them."""
+        ...
+
+
 class ChunkSink(_Sink, Protocol):
     """Where one upload chunk goes before it is kept in its staging area."""
 
@@ -159,7 +168,13 @@ class StagedWrites(ABC):
         writer = HashingWriter(block_size=self.block_size, expected_size=expected_size)
         sink = await self._commit_sink(staging_ref, chunks, size, claimed)
         try:
-            for receipt in chunks:
+            first = 0
+            if isinstance(sink, JoinsAhead) and (joined := await sink.joined_ahead(chunks)) is not None:
+                first, ahead = joined
+                writer.continue_from(ahead)
+                if progress is not None:
+                    await progress(writer.size)
+            for receipt in chunks[first:]:
                 await sink.append_staged(receipt, writer)
                 if progress is not None:
                     await progress(writer.size)

@@ -4,6 +4,7 @@ midway, failed checksums, sealed files, abort and the old one-file-per-chunk lay
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -17,9 +18,11 @@ import anyio
 import pytest
 
 import blobstore
-from blobstore.errors import ChecksumMismatch, ChunkConflict, NotFound, UploadIncomplete
+from blobstore.digests import HashingWriter
+from blobstore.errors import ChecksumMismatch, ChunkConflict, Corruption, NotFound, UploadIncomplete
 from blobstore.models import ChunkReceipt
 from blobstore.storage import LocalBlobStore
+from blobstore.storage.join_ahead import JoinAheadTable
 from blobstore.storage.local_inplace import DATA, RECEIPTS, SEALED, read_records
 from tests.storage.conftest import chunks_of, keys_of, read_all
 
@@ -350,3 +353,119 @@ async def test_an_area_of_the_old_layout_is_still_completed(tmp_path: Path) -> N
     second = await store.stage_put("u_old", 1, chunks_of(b"l" * 50))
     assert sorted(p.name for p in area.iterdir()) == ["0", "1"]
     assert await read_all(store, await store.stage_commit("u_old", [first, second])) == b"o" * 100 + b"l" * 50
+
+
+# -- joining ahead: the completion continues the pass the chunk writers ran over the leading chunks ----------
+
+
+def expected_blob(data: bytes, block_size: int) -> tuple[str, tuple[str, ...]]:
+    writer = HashingWriter(block_size=block_size)
+    writer.update(data)
+    digest = writer.finish()
+    return digest.sha256, digest.block_xxh3
+
+
+async def put_all(store: LocalBlobStore, ref: str, data: bytes, order: list[int]) -> list[ChunkReceipt]:
+    receipts = {}
+    for index in order:
+        piece = data[index * CHUNK : (index + 1) * CHUNK]
+        receipts[index] = await store.stage_put(ref, index, chunks_of(piece), expected_length=len(piece))
+    return [receipts[index] for index in sorted(receipts)]
+
+
+@pytest.mark.parametrize(
+    "order", [[0, 1, 2, 3], [2, 3, 1, 0], [3, 0, 2, 1]], ids=["in order", "first last", "mixed"]
+)
+async def test_chunks_accepted_in_any_order_are_joined_ahead_of_the_completion(
+    tmp_path: Path, order: list[int]
+) -> None:
+    store = store_at(tmp_path / "store")
+    ref = await store.stage_begin("u_join", chunk_size=CHUNK)
+    data = os.urandom(3 * CHUNK + 1000)
+    receipts = await put_all(store, ref, data, order)
+    (join,) = store.joins_ahead._joins.values()
+    assert join.receipts == receipts  # every chunk joined, whichever arrived last
+    blob = await store.stage_commit(ref, receipts, expected_size=len(data))
+    assert (blob.sha256, blob.block_xxh3) == expected_blob(data, store.block_size)
+    assert len(store.joins_ahead) == 0  # the completion took it
+    assert await read_all(store, blob) == data
+
+
+async def test_a_join_stops_at_the_first_missing_chunk_and_the_completion_goes_on_from_there(
+    tmp_path: Path,
+) -> None:
+    store = store_at(tmp_path / "store")
+    ref = await store.stage_begin("u_gap", chunk_size=CHUNK)
+    data = os.urandom(4 * CHUNK)
+    receipts = await put_all(store, ref, data, [0, 1, 3])
+    (join,) = store.joins_ahead._joins.values()
+    assert [r.index for r in join.receipts] == [0, 1]
+    receipts += await put_all(store, ref, data, [2])
+    assert [r.index for r in join.receipts] == [0, 1, 2, 3]
+    blob = await store.stage_commit(ref, sorted(receipts, key=lambda r: r.index), expected_size=len(data))
+    assert await read_all(store, blob) == data
+
+
+async def test_a_chunk_changed_at_rest_before_the_join_reached_it_fails_the_completion(
+    tmp_path: Path,
+) -> None:
+    store = store_at(tmp_path / "store")
+    ref = await store.stage_begin("u_rot", chunk_size=CHUNK)
+    data = os.urandom(2 * CHUNK)
+    receipts = await put_all(store, ref, data, [1])
+    area = tmp_path / "store" / "staging" / ref
+    with (area / DATA).open("r+b") as handle:  # chunk 1 rots on disk after it was accepted
+        handle.seek(CHUNK + 5)
+        handle.write(bytes([data[CHUNK + 5] ^ 0xFF]))
+    receipts = await put_all(store, ref, data, [0, 1])  # 1 again: only compared; 0 starts the join
+    (join,) = store.joins_ahead._joins.values()
+    assert join.broken
+    with pytest.raises(Corruption):
+        await store.stage_commit(ref, receipts, expected_size=len(data))
+
+
+async def test_a_join_that_saw_other_receipts_is_not_used(tmp_path: Path) -> None:
+    store = store_at(tmp_path / "store")
+    ref = await store.stage_begin("u_other", chunk_size=CHUNK)
+    data = os.urandom(2 * CHUNK)
+    receipts = await put_all(store, ref, data, [0, 1])
+    (join,) = store.joins_ahead._joins.values()
+    # As if this process had joined bytes the metadata does not name (a stale state): hashing them would
+    # publish the wrong digest, so the completion starts from the first byte.
+    join.writer.update(b"not the upload's bytes")
+    join.receipts[0] = ChunkReceipt(0, CHUNK, "0" * 64, receipts[0].xxh3)
+    blob = await store.stage_commit(ref, receipts, expected_size=len(data))
+    assert (blob.sha256, blob.block_xxh3) == expected_blob(data, store.block_size)
+
+
+async def test_parallel_writers_leave_no_accepted_chunk_out_of_the_join(tmp_path: Path) -> None:
+    store = store_at(tmp_path / "store")
+    ref = await store.stage_begin("u_many", chunk_size=CHUNK)
+    count = 24
+    data = os.urandom(count * CHUNK)
+    order = list(range(count))
+    random.Random(7).shuffle(order)
+    receipts: dict[int, ChunkReceipt] = {}
+
+    async def put(index: int) -> None:
+        piece = data[index * CHUNK : (index + 1) * CHUNK]
+        receipts[index] = await store.stage_put(ref, index, chunks_of(piece), expected_length=CHUNK)
+
+    async with anyio.create_task_group() as group:
+        for index in order:
+            group.start_soon(put, index)
+    (join,) = store.joins_ahead._joins.values()
+    assert [r.index for r in join.receipts] == list(range(count))
+    blob = await store.stage_commit(ref, [receipts[i] for i in range(count)], expected_size=len(data))
+    assert (blob.sha256, blob.block_xxh3) == expected_blob(data, store.block_size)
+
+
+def test_the_join_table_forgets_the_least_recently_advanced_upload() -> None:
+    table = JoinAheadTable(limit=2)
+    first = table.get(("a", 1), 1024)
+    table.get(("b", 2), 1024)
+    assert table.get(("a", 1), 1024) is first  # used again: now the most recent
+    table.get(("c", 3), 1024)
+    assert table.take(("b", 2)) is None
+    assert table.take(("a", 1)) is first
+    assert len(table) == 1
