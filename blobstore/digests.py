@@ -127,7 +127,7 @@ class HashingWriter:
                 self._block_fill = 0
 
     def continue_from(self, other: HashingWriter) -> None:
-        """Go on from the state of ``other``, which saw the stream's first bytes (checked against the limits)."""
+        """Go on from the state of ``other``, which saw the first bytes (checked against the limits)."""
         if other.block_size != self.block_size:
             raise ValueError("block sizes differ")
         self.check_size(other.size)

@@ -130,6 +130,10 @@ class UploadOut(BaseModel):
     """The parts go straight to S3 through presigned URLs (``direct_parts``), not to the API."""
     direct_parts: DirectPartsOut | None = None
     """In the answer that begins a direct upload: the first part URLs."""
+    direct_offered: bool | None = None
+    """In the answer that begins an upload: whether this server grants direct uploads (to a create with
+    ``direct: true``, a size and a sha256). A client that has not hashed its file yet learns here whether
+    hashing it first would pay."""
 
 
 class UploadStatusOut(UploadOut):

@@ -6,6 +6,7 @@ import hashlib
 import os
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -53,6 +54,41 @@ def read_exact(fd: int, offset: int, length: int) -> tuple[bytes, str]:
 def slice_with_digest(data: memoryview, offset: int, length: int) -> tuple[bytes, str]:
     piece = bytes(data[offset : offset + length])
     return piece, xxh3_hex(piece)
+
+
+class OrderedDigest:
+    """The SHA-256 of content sent in chunks, hashed from the chunks as they are read, in index order.
+
+    Chunks are read a few at a time, not always in order: one read before its predecessor waits here until
+    that one arrives (about ``parallel`` chunks at most), so that no byte is read twice. One reader at a time
+    does the hashing, in a worker thread; the others leave their chunk and go on sending.
+    """
+
+    def __init__(self, count: int, run: Callable[..., Awaitable[Any]]) -> None:
+        self._count = count
+        self._run = run
+        self._next = 0
+        self._waiting: dict[int, bytes] = {}
+        self._busy = False
+        self._sha = hashlib.sha256()
+
+    async def add(self, index: int, data: bytes) -> None:
+        if index >= self._next:
+            self._waiting.setdefault(index, data)  # a chunk read again (a retry) is the same bytes
+        if self._busy:
+            return
+        self._busy = True
+        try:
+            while (chunk := self._waiting.pop(self._next, None)) is not None:
+                await self._run(self._sha.update, chunk)
+                self._next += 1
+        finally:
+            self._busy = False
+
+    def hexdigest(self) -> str:
+        if self._next != self._count:
+            raise RuntimeError(f"{self._count - self._next} chunks were not hashed")
+        return self._sha.hexdigest()
 
 
 class ProgressTracker:

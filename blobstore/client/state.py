@@ -47,7 +47,8 @@ class FileIdentity:
 class ResumeState:
     upload_id: str
     chunk_size: int
-    sha256: str
+    sha256: str | None
+    """None until known: a fresh upload hashes the file from its chunks while it sends them."""
     identity: FileIdentity
 
 
@@ -71,7 +72,10 @@ class UploadStateStore:
             data = json.loads(text)
             if data.get("version") != _VERSION or FileIdentity(**data["identity"]) != identity:
                 return None
-            return ResumeState(str(data["upload_id"]), int(data["chunk_size"]), str(data["sha256"]), identity)
+            sha256 = data["sha256"]
+            if sha256 is not None and not isinstance(sha256, str):
+                return None
+            return ResumeState(str(data["upload_id"]), int(data["chunk_size"]), sha256, identity)
         except (ValueError, KeyError, TypeError):
             # A torn or foreign file is as good as none: the upload starts over.
             return None

@@ -6,7 +6,7 @@ import hashlib
 import mimetypes
 import os
 from collections.abc import AsyncIterable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from blobstore.client.api import BlobstoreApi
 from blobstore.client.chunks import (
     ChunkCounter,
     ChunkReader,
+    OrderedDigest,
     ProgressTracker,
     chunk_count,
     chunk_length,
@@ -111,6 +112,9 @@ class Uploader:
 
     async def _resume(self, path: Path, state: ResumeState, options: UploadOptions) -> UploadResult:
         status = await self.api.upload_status(state.upload_id)
+        if state.sha256 is None:
+            # Some chunks are on the server already and will not be read again: hash the whole file.
+            state = replace(state, sha256=await self._hash_file(path))
         if status.state in _FINISHED:
             artifact = await self.api.complete_upload(state.upload_id, state.sha256)
             await self._thread(self.store.remove, state.identity)
@@ -120,21 +124,32 @@ class Uploader:
             raise UploadNotOpen(f"upload is {status.state}")
         return await self._send_file(path, state, status, options, status.raw)
 
-    async def _fresh_file(self, path: Path, identity: FileIdentity, options: UploadOptions) -> UploadResult:
+    async def _hash_file(self, path: Path) -> str:
         try:
             sha256: str = await self._thread(sha256_of_file, path)
         except OSError as exc:
             raise local_file_error(exc) from exc
-        session = await self.api.begin_upload(
+        return sha256
+
+    async def _fresh_file(self, path: Path, identity: FileIdentity, options: UploadOptions) -> UploadResult:
+        begin = partial(
+            self.api.begin_upload,
             options.name or path.name,
             mime_type=options.mime_type or mimetypes.guess_type(path.name)[0],
             size=identity.size,
-            sha256=sha256,
             chunk_size=options.chunk_size,
             ttl_seconds=options.ttl_seconds,
             metadata=options.metadata,
             direct=options.direct,
         )
+        # The digest is only needed up front for a direct upload: otherwise the chunks are hashed as they are
+        # read and sent, and the digest is declared at the completion, which saves a whole pass over the file.
+        session = await begin()
+        sha256: str | None = None
+        if options.direct and session.raw.get("direct_offered") and identity.size > 0:
+            await self.api.abort_upload(session.upload_id)
+            sha256 = await self._hash_file(path)
+            session = await begin(sha256=sha256)
         state = ResumeState(session.upload_id, session.chunk_size, sha256, identity)
         if options.resume:
             await self._thread(self.store.save, state)
@@ -160,12 +175,17 @@ class Uploader:
         except OSError as exc:
             raise local_file_error(exc) from exc
 
+        # A fresh upload that did not hash first sends every chunk: its digest comes from them.
+        digest = OrderedDigest(count, self._thread) if state.sha256 is None and not have else None
+
         async def read(index: int) -> tuple[bytes, str]:
             length = chunk_length(index, size, chunk_size)
             try:
                 result: tuple[bytes, str] = await self._thread(read_exact, fd, index * chunk_size, length)
             except OSError as exc:
                 raise local_file_error(exc) from exc
+            if digest is not None:
+                await digest.add(index, result[0])
             return result
 
         try:
@@ -180,7 +200,8 @@ class Uploader:
             )
         finally:
             await self._thread(os.close, fd)
-        artifact = await self.api.complete_upload(state.upload_id, state.sha256, etags)
+        sha256 = digest.hexdigest() if digest is not None else state.sha256
+        artifact = await self.api.complete_upload(state.upload_id, sha256, etags)
         if options.resume:
             await self._thread(self.store.remove, state.identity)
         return UploadResult(

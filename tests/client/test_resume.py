@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -57,6 +59,9 @@ async def test_rerun_sends_only_the_chunks_the_server_lacks(
     assert (result.chunks_skipped, result.chunks_sent) == (5, 4)
     assert progress[0] == 5 * CHUNK
     assert transport.count(path_is("POST", "/v1/uploads")) == 0
+    # The first run hashed from its chunks and crashed before the end: the rerun hashed the whole file.
+    (complete,) = [s for s in transport.seen if s.method == "POST" and s.path.endswith("/complete")]
+    assert json.loads(complete.body)["sha256"] == hashlib.sha256(data).hexdigest()
     assert downloaded == data
     assert list(state_store.directory.iterdir()) == []
 

@@ -8,10 +8,12 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
 import pytest
 import xxhash
 
 from blobstore.client import AsyncBlobstoreClient, RetryPolicy
+from blobstore.client.chunks import OrderedDigest
 from blobstore.errors import InvalidRequest, NotFound, ServerUnreachable
 from tests.client.conftest import CHUNK, ClientFactory, write_random
 from tests.client.faults import Fault, FaultyTransport, chunk_put, path_is
@@ -37,17 +39,48 @@ async def test_file_upload_sends_every_chunk_and_reads_back_identical(
     assert await read_back(client, result.artifact.id, tmp_path) == data
 
 
-async def test_begin_declares_size_and_sha256_so_the_server_can_verify(
+async def test_begin_declares_the_size_and_the_completion_the_sha256_hashed_while_sending(
     client: AsyncBlobstoreClient, transport: FaultyTransport, tmp_path: Path
 ) -> None:
-    data = write_random(tmp_path / "a.bin", 3 * CHUNK)
+    data = write_random(tmp_path / "a.bin", 3 * CHUNK + 5)
 
     await client.upload(tmp_path / "a.bin")
 
     (begin,) = [s for s in transport.seen if s.method == "POST" and s.path == "/v1/uploads"]
     declared = json.loads(begin.body)
     assert declared["size"] == len(data)
-    assert declared["sha256"] == hashlib.sha256(data).hexdigest()
+    assert "sha256" not in declared  # no direct uploads here: no pass over the file before the first chunk
+    (complete,) = [s for s in transport.seen if s.method == "POST" and s.path.endswith("/complete")]
+    assert json.loads(complete.body)["sha256"] == hashlib.sha256(data).hexdigest()
+
+
+async def test_chunks_hashed_in_any_order_and_more_than_once_give_the_sha256_of_the_whole() -> None:
+    pieces = [os.urandom(100) for _ in range(5)]
+    digest = OrderedDigest(5, lambda func, *args: anyio.to_thread.run_sync(func, *args))
+    for index in (2, 0, 2, 4, 1, 0, 3):
+        await digest.add(index, pieces[index])
+    assert digest.hexdigest() == hashlib.sha256(b"".join(pieces)).hexdigest()
+
+
+async def test_a_digest_missing_a_chunk_refuses_to_answer() -> None:
+    digest = OrderedDigest(3, lambda func, *args: anyio.to_thread.run_sync(func, *args))
+    await digest.add(0, b"a")
+    await digest.add(2, b"c")
+    with pytest.raises(RuntimeError, match="2 chunks were not hashed"):
+        digest.hexdigest()
+
+
+async def test_the_sha256_declared_at_completion_survives_a_chunk_sent_twice(
+    client: AsyncBlobstoreClient, transport: FaultyTransport, tmp_path: Path
+) -> None:
+    data = write_random(tmp_path / "a.bin", 12 * CHUNK + 1)
+    transport.faults.append(Fault(match=chunk_put(0), kind="status", status=503, times=1))
+
+    result = await client.upload(tmp_path / "a.bin", parallel=4)
+
+    (complete,) = [s for s in transport.seen if s.method == "POST" and s.path.endswith("/complete")]
+    assert json.loads(complete.body)["sha256"] == hashlib.sha256(data).hexdigest()
+    assert result.artifact.sha256 == hashlib.sha256(data).hexdigest()
 
 
 async def test_every_chunk_carries_the_xxh3_of_its_own_bytes(

@@ -57,6 +57,7 @@ async def create_upload(
     )
     response.headers["location"] = f"/v1/uploads/{session.id}"
     out = upload_out(session, settings)
+    out.direct_offered = direct_uploads.direct_store(settings, service.blobs) is not None
     if out.direct:
         offer = await direct_uploads.offer(settings, service.blobs, session, service.clock())
         out.direct_parts = direct_parts_out(offer)
