@@ -14,7 +14,7 @@ of :class:`StagedWrites` that open them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from typing import Protocol, runtime_checkable
 
 import anyio
@@ -24,7 +24,7 @@ from blobstore.models import BlobInfo, ChunkReceipt
 from blobstore.storage.base import ProgressCallback
 from blobstore.storage.keys import validate_chunk_index, validate_staging_ref
 from blobstore.storage.staging import check_commit_chunks
-from blobstore.storage.streams import WRITE_BATCH, batched
+from blobstore.storage.streams import WRITE_BATCH, batched, write_overlapped
 
 
 class _Sink(Protocol):
@@ -119,11 +119,13 @@ class StagedWrites(ABC):
         writer = HashingWriter(block_size=self.block_size, max_size=max_size, expected_size=expected_size)
         sink = await self._blob_sink(claimed)
         try:
-            async for batch in batched(data, writer.check_size, WRITE_BATCH):
-                if len(batch) < WRITE_BATCH and isinstance(sink, OneStepSink):
-                    # Only the stream's last batch is short: a small body takes one step (one thread hop).
-                    return await sink.write_and_publish(batch, writer, claimed)
-                await sink.write(batch, writer)
+            batches = batched(data, writer.check_size, WRITE_BATCH)
+            first = await anext(batches, None)
+            if first is not None and len(first) < WRITE_BATCH and isinstance(sink, OneStepSink):
+                # Only the stream's last batch is short: a small body takes one step (one thread hop).
+                return await sink.write_and_publish(first, writer, claimed)
+            if first is not None:
+                await write_overlapped(_chained(first, batches), lambda batch: sink.write(batch, writer))
             return await _publish(sink, writer, claimed)
         finally:
             await _discard(sink)
@@ -146,8 +148,7 @@ class StagedWrites(ABC):
         hasher = ChunkHasher(expected_length=expected_length, max_length=max_length)
         sink = await self._chunk_sink(staging_ref, index)
         try:
-            async for batch in batched(data, hasher.check_size):
-                await sink.write(batch, hasher)
+            await write_overlapped(batched(data, hasher.check_size), lambda batch: sink.write(batch, hasher))
             digest = hasher.finish(expected_sha256=claimed_sha, expected_xxh3=claimed_xxh3)
             return await sink.keep(ChunkReceipt(index, digest.size, digest.sha256, digest.xxh3))
         finally:
@@ -181,6 +182,12 @@ class StagedWrites(ABC):
             return await _publish(sink, writer, claimed)
         finally:
             await _discard(sink)
+
+
+async def _chained(first: bytearray, rest: AsyncIterator[bytearray]) -> AsyncIterator[bytearray]:
+    yield first
+    async for batch in rest:
+        yield batch
 
 
 def _claimed_sha256(value: str | None) -> str | None:

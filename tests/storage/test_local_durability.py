@@ -10,7 +10,8 @@ import stat
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -88,8 +89,8 @@ CHILD = textwrap.dedent(
 
     async def slow():
         yield b"x" * (2 * 1024 * 1024)
-        # Asked for more: the first batch has been written to the temp file.
-        print("written", flush=True)
+        # Asked for more: the first batch is being written to the temp file meanwhile.
+        print("received", flush=True)
         # The behaviour under test: the writer stalls mid-blob until the test kills its process.
         await asyncio.sleep(3600)
         yield b"never"
@@ -100,6 +101,15 @@ CHILD = textwrap.dedent(
     asyncio.run(main())
     """
 )
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = 30.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def test_put_killed_midway_publishes_nothing_and_its_temp_file_is_swept(tmp_path: Path) -> None:
@@ -114,9 +124,8 @@ def test_put_killed_midway_publishes_nothing_and_its_temp_file_is_swept(tmp_path
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env) as child:
         try:
             assert child.stdout is not None
-            assert child.stdout.readline() == "written\n"
-            temps = list((root / "tmp").iterdir())
-            assert [t.stat().st_size for t in temps] == [2 * MiB]
+            assert child.stdout.readline() == "received\n"
+            assert wait_for(lambda: [t.stat().st_size for t in (root / "tmp").iterdir()] == [2 * MiB])
         finally:
             child.send_signal(signal.SIGKILL)
             child.wait()
