@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import anyio
 import click
 
-from blobstore.config import Settings, SettingsError, load_settings
 from blobstore.errors import BlobstoreError, DatabaseNotMigrated
+
+if TYPE_CHECKING:
+    from blobstore.config import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -32,6 +34,10 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 
 def settings_from(**flags: Any) -> Settings:
+    # Imported here: the transfer commands (upload, download) never load server settings, and importing
+    # pydantic-settings was a third of their start-up time.
+    from blobstore.config import SettingsError, load_settings
+
     try:
         return load_settings(**flags)
     except SettingsError as exc:
