@@ -80,6 +80,9 @@ _FIRST_WAIT = 0.002
 _LONGEST_WAIT = 0.05
 _PUBLISH_ATTEMPTS = 3
 _FILE_MODE = 0o600
+_JOIN_BUDGET = 64 * 1024 * 1024
+"""Bytes one accepted chunk joins at most: a chunk 0 sent last (a resumed upload) must not answer only once
+the whole upload is hashed; the next writer, or the completion, goes on from there."""
 
 
 def record_range(index: int) -> tuple[int, int]:
@@ -274,7 +277,9 @@ def _join_ahead(store: LocalBlobStore, area: Path, receipts: int, data: int, chu
 
 def _extend_join(join: JoinAhead, receipts: int, data: int, chunk_size: int) -> None:
     buffer: bytearray | None = None
-    while (receipt := _read_record(receipts, join.next_index)) is not None:
+    budget = _JOIN_BUDGET
+    while budget > 0 and (receipt := _read_record(receipts, join.next_index)) is not None:
+        budget -= receipt.size
         if buffer is None:
             buffer = bytearray(min(_READ_PIECE, chunk_size))
         try:

@@ -21,7 +21,7 @@ import blobstore
 from blobstore.digests import HashingWriter
 from blobstore.errors import ChecksumMismatch, ChunkConflict, Corruption, NotFound, UploadIncomplete
 from blobstore.models import ChunkReceipt
-from blobstore.storage import LocalBlobStore
+from blobstore.storage import LocalBlobStore, local_inplace
 from blobstore.storage.join_ahead import JoinAheadTable
 from blobstore.storage.local_inplace import DATA, RECEIPTS, SEALED, read_records
 from tests.storage.conftest import chunks_of, keys_of, read_all
@@ -469,3 +469,17 @@ def test_the_join_table_forgets_the_least_recently_advanced_upload() -> None:
     assert table.take(("b", 2)) is None
     assert table.take(("a", 1)) is first
     assert len(table) == 1
+
+
+async def test_a_chunk_that_completes_a_long_run_joins_a_bounded_part_and_the_completion_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local_inplace, "_JOIN_BUDGET", 2 * CHUNK)
+    store = store_at(tmp_path / "store")
+    ref = await store.stage_begin("u_long", chunk_size=CHUNK)
+    data = os.urandom(6 * CHUNK)
+    receipts = await put_all(store, ref, data, [1, 2, 3, 4, 5, 0])
+    (join,) = store.joins_ahead._joins.values()
+    assert [r.index for r in join.receipts] == [0, 1]
+    blob = await store.stage_commit(ref, receipts, expected_size=len(data))
+    assert (blob.sha256, blob.block_xxh3) == expected_blob(data, store.block_size)
