@@ -61,6 +61,22 @@ async def test_concurrent_records_of_one_index_agree_on_one_row(repo: MetadataRe
     assert await repo.list_chunks(session.id) == [stored[0]]
 
 
+async def test_concurrent_records_of_many_chunks_each_get_their_own_outcome(repo: MetadataRepository) -> None:
+    # On SQLite these share transactions: the unknown upload's failure must not take the others with it.
+    session = upload_session()
+    await repo.create_upload(session)
+
+    outcomes = await asyncio.gather(
+        *(repo.record_chunk(chunk(session.id, index, sha256=f"{index % 10}" * 64)) for index in range(12)),
+        repo.record_chunk(chunk("no-such-upload", 0)),
+        return_exceptions=True,
+    )
+
+    assert isinstance(outcomes[-1], NotFound)
+    assert outcomes[:-1] == [chunk(session.id, index, sha256=f"{index % 10}" * 64) for index in range(12)]
+    assert await repo.list_chunks(session.id) == outcomes[:-1]
+
+
 async def test_record_chunk_of_unknown_upload_is_not_found(repo: MetadataRepository) -> None:
     with pytest.raises(NotFound):
         await repo.record_chunk(chunk("no-such-upload", 0))

@@ -1,4 +1,5 @@
-"""The content lookup of every read as one plain ``sqlite3`` statement on query-only connections.
+"""The content lookup of every read (and the upload lookup of every chunk) as one plain ``sqlite3`` statement
+on query-only connections.
 
 A small range read is a handful of microseconds of ``pread`` and XXH3; the SQLAlchemy execution around its
 one-row lookup (connection checkout and reset, the compiled-statement cache, bind and result processors, the
@@ -23,9 +24,9 @@ import sqlalchemy as sa
 
 from blobstore.metadata.engine import SQLITE_BUSY_TIMEOUT_MS
 from blobstore.metadata.repository import rows
-from blobstore.metadata.tables import artifacts, blobs
+from blobstore.metadata.tables import artifacts, blobs, uploads
 from blobstore.metadata.types import UTCDateTime
-from blobstore.models import Artifact, BlobRecord
+from blobstore.models import Artifact, BlobRecord, UploadSession
 
 Convert = Callable[[Any], Any]
 
@@ -60,6 +61,14 @@ class SqliteLookups:
             name: convert(value) for (name, convert), value in zip(blob_columns, row[split:], strict=True)
         }
         return rows.artifact(artifact_row), rows.blob_record(blob_row)
+
+    def upload(self, namespace: str, upload_id: str) -> UploadSession | None:
+        """The upload ``upload_id`` of ``namespace``, else None (every chunk ``PUT`` looks it up twice)."""
+        row = self._first(_upload_sql(), (upload_id, namespace))
+        if row is None:
+            return None
+        columns = _upload_converters()
+        return rows.upload({name: to(value) for (name, to), value in zip(columns, row, strict=True)})
 
     def close(self) -> None:
         with self._lock:
@@ -136,6 +145,19 @@ def _converters() -> tuple[tuple[tuple[str, Convert], ...], tuple[tuple[str, Con
         tuple((column.name, _converter(column)) for column in artifacts.c),
         tuple((column.name, _converter(column)) for column in blobs.c),
     )
+
+
+@functools.cache
+def _upload_converters() -> tuple[tuple[str, Convert], ...]:
+    return tuple((column.name, _converter(column)) for column in uploads.c)
+
+
+@functools.cache
+def _upload_sql() -> str:
+    """``UploadRepository.get_upload``'s statement written out for SQLite."""
+    selected = ", ".join(f'"{column.name}"' for column in uploads.c)
+    # Column names from the table definition, no outside input: the values are bound parameters.
+    return f"SELECT {selected} FROM uploads WHERE id = ? AND namespace = ?"  # noqa: S608
 
 
 @functools.cache

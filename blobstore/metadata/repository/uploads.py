@@ -3,15 +3,20 @@ machine and the completion lease."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from blobstore.errors import NotFound, TooManyUploads
 from blobstore.metadata.repository import rows
 from blobstore.metadata.repository.base import OPEN_STATES, RepositoryBase
+from blobstore.metadata.repository.group_commit import GroupCommit
 from blobstore.metadata.tables import upload_chunks, uploads
 from blobstore.models import ChunkRecord, UploadSession, UploadState
 
@@ -56,7 +61,18 @@ class UploadRepository(RepositoryBase):
                 )
             )
 
+    def __init__(self, engine: AsyncEngine, **options: Any) -> None:
+        super().__init__(engine, **options)
+        # Chunks of one upload arrive in parallel: their records share transactions (and WAL syncs) on SQLite.
+        writer = self._sync_writer
+        self._chunk_records = GroupCommit[ChunkRecord](writer) if writer is not None else None
+
     async def get_upload(self, namespace: str, upload_id: str) -> UploadSession | None:
+        if self._lookups is not None:
+            found: UploadSession | None = await anyio.to_thread.run_sync(
+                self._lookups.upload, namespace, upload_id, limiter=self._sync_limiter
+            )
+            return found
         async with self._reader.connect() as conn:
             row = (
                 await conn.execute(
@@ -89,31 +105,35 @@ class UploadRepository(RepositoryBase):
         Raises :class:`NotFound` when the upload does not exist. The caller compares the returned checksums
         with its own to tell a harmless resend from a conflict.
         """
+        record = functools.partial(self._record_chunk, chunk=chunk)
+        if self._chunk_records is not None:
+            return await self._chunk_records.run(record)
         async with self._engine.begin() as conn:
-            bumped = await conn.execute(
-                sa.update(uploads).where(uploads.c.id == chunk.upload_id).values(updated_at=chunk.received_at)
+            return await conn.run_sync(record)
+
+    def _record_chunk(self, conn: sa.Connection, *, chunk: ChunkRecord) -> ChunkRecord:
+        bumped = conn.execute(
+            sa.update(uploads).where(uploads.c.id == chunk.upload_id).values(updated_at=chunk.received_at)
+        )
+        if bumped.rowcount == 0:
+            raise NotFound("upload not found")
+        conn.execute(
+            self._insert(upload_chunks)
+            .values(
+                upload_id=chunk.upload_id,
+                index=chunk.index,
+                size=chunk.size,
+                sha256=chunk.sha256,
+                xxh3=chunk.xxh3,
+                received_at=chunk.received_at,
             )
-            if bumped.rowcount == 0:
-                raise NotFound("upload not found")
-            await conn.execute(
-                self._insert(upload_chunks)
-                .values(
-                    upload_id=chunk.upload_id,
-                    index=chunk.index,
-                    size=chunk.size,
-                    sha256=chunk.sha256,
-                    xxh3=chunk.xxh3,
-                    received_at=chunk.received_at,
-                )
-                .on_conflict_do_nothing(index_elements=["upload_id", "index"])
+            .on_conflict_do_nothing(index_elements=["upload_id", "index"])
+        )
+        row = conn.execute(
+            sa.select(upload_chunks).where(
+                upload_chunks.c.upload_id == chunk.upload_id, upload_chunks.c.index == chunk.index
             )
-            row = (
-                await conn.execute(
-                    sa.select(upload_chunks).where(
-                        upload_chunks.c.upload_id == chunk.upload_id, upload_chunks.c.index == chunk.index
-                    )
-                )
-            ).one()
+        ).one()
         return rows.chunk(row._mapping)
 
     async def list_chunks(self, upload_id: str) -> list[ChunkRecord]:
