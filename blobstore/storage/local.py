@@ -246,12 +246,18 @@ class LocalBlobStore(StagedWrites):
         return await self._staging_sink(staging_ref)
 
     async def _chunk_sink(self, staging_ref: str, index: int) -> ChunkSink:
-        area = self._area(staging_ref)
-        if await self._run(is_inplace_area, area):
-            chunk = InPlaceChunkSink(self, area, index)
+        chunk = InPlaceChunkSink(self, self._area(staging_ref), index)
+        try:
+            started = await self._run(chunk.start)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await chunk.discard()
+            raise
+        if started is None:
+            return await self._staging_sink(staging_ref)
+        if not started:
             await _opened(chunk)
-            return chunk
-        return await self._staging_sink(staging_ref)
+        return chunk
 
     async def _staging_sink(self, staging_ref: str) -> _StagingSink:
         area = self._area(staging_ref)

@@ -309,20 +309,39 @@ class InPlaceChunkSink:
         self._chunk_size = 0
         self._existing: ChunkReceipt | None = None
         self._written = 0
+        self._locked = False
+
+    def start(self) -> bool | None:
+        """Open the area, take the chunk's lock and prepare, in one worker call when nothing is in the way.
+
+        None: the area is of the old layout (no receipts), this sink is not for it. True: opened. False: the
+        lock is taken by another writer or the data file is sealed; :meth:`open` finishes the job.
+        """
+        if not is_inplace_area(self.area):
+            return None
+        self._receipts, self._chunk_size = _open_receipts(self.area)
+        if not _try_lock(self._receipts, *self._lock):
+            return False
+        self._locked = True
+        self._existing, self._data = self._prepare(False)
+        return self._existing is not None or self._data is not None
 
     async def open(self) -> None:
         """Take the chunk's lock and decide: write in place, or compare with the chunk already accepted."""
-        receipts, self._chunk_size = await self.store._run(_open_receipts, self.area)
-        self._receipts = receipts
-        await _lock(receipts, *self._lock)
-        self._existing, data = await self.store._run(self._prepare, False)
-        if self._existing is None and data is None:
+        if self._receipts is None:
+            self._receipts, self._chunk_size = await self.store._run(_open_receipts, self.area)
+        receipts = self._receipts
+        assert receipts is not None
+        if not self._locked:
+            await _lock(receipts, *self._lock)
+            self._locked = True
+            self._existing, self._data = await self.store._run(self._prepare, False)
+        if self._existing is None and self._data is None:
             # A completion sealed the data file, and the upload is open again: restore it under the area lock.
             _unlock(receipts, *self._lock)
             self._lock = _WHOLE
             await _lock(receipts, *self._lock)
-            self._existing, data = await self.store._run(self._prepare, True)
-        self._data = data
+            self._existing, self._data = await self.store._run(self._prepare, True)
 
     def _prepare(self, restore: bool) -> tuple[ChunkReceipt | None, int | None]:
         assert self._receipts is not None
@@ -377,10 +396,12 @@ class InPlaceChunkSink:
             raise NotFound()
         _write_record(self._receipts, receipt)
         _join_ahead(self.store, self.area, self._receipts, self._data, self._chunk_size)
+        self._close()  # done with the area: the discard that follows has nothing left to do
         return receipt
 
     async def discard(self) -> None:
-        await self.store._run(self._close)
+        if self._data is not None or self._receipts is not None:
+            await self.store._run(self._close)
 
     def _close(self) -> None:
         # Closing the receipts descriptor drops its lock: only after the record (if any) is durable.
