@@ -31,6 +31,7 @@ from mcp.shared.dispatcher import as_request_id, coerce_request_id
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
     CONNECTION_CLOSED,
+    PROTOCOL_VERSION_META_KEY,
     ErrorData,
     JSONRPCError,
     JSONRPCMessage,
@@ -55,8 +56,6 @@ logger = logging.getLogger("mcp_resources.stdio_reads")
 METHOD: Final = "resources/read"
 _MARK: Final = b'"resources/read"'
 """Only lines holding this are parsed here; every other line goes to the SDK unread."""
-_MODERN_KEY: Final = "io.modelcontextprotocol/protocolVersion"
-"""The 2026-07-28 envelope's key in ``params._meta``: a first request with it opens a 2026-era connection."""
 _CLOSE_WRITE_SECONDS: Final = 1.0
 """How long the "Connection closed" answer of a read cancelled at the end of the input may wait for the pipe
 (the SDK's own bound for the same answer)."""
@@ -188,7 +187,9 @@ class HandshakeReads:
         if isinstance(message, JSONRPCRequest):
             if self._handshake_era is None:
                 meta = (message.params or {}).get("_meta")
-                modern = isinstance(meta, dict) and _MODERN_KEY in meta
+                # The SDK's rule: the 2026-07-28 envelope's version key on a first request that is not an
+                # initialize opens a 2026-era connection.
+                modern = isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
                 self._handshake_era = message.method == "initialize" or not modern
             if message.method == "initialize":
                 # Until it is answered, the SDK holds later requests back and may change the version.
