@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
 
 from mcp.server import ServerRequestContext
 from mcp.types import (
@@ -97,6 +98,50 @@ def window_description(inline_limit: int, max_window: int) -> str:
             "Artifacts are immutable: the same window always returns the same bytes.",
         ]
     )
+
+
+class NamesUri(Protocol):
+    """Request params naming a resource (what :func:`~mcp_resources.errors.mcp_handler` reads ``uri`` of)."""
+
+    @property
+    def uri(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ReadContents:
+    """What a ``resources/read`` of a store URI found: one text or blob item and how long it stays fresh."""
+
+    uri: str
+    mime_type: str
+    meta: dict[str, Any]
+    text: str | None
+    blob: str | None
+    """Base64 of the bytes when they are not sent as text."""
+    ttl_ms: int
+
+    def result(self) -> ReadResourceResult:
+        contents: TextResourceContents | BlobResourceContents
+        if self.text is not None:
+            contents = TextResourceContents(
+                uri=self.uri, mime_type=self.mime_type, text=self.text, _meta=self.meta
+            )
+        else:
+            assert self.blob is not None
+            contents = BlobResourceContents(
+                uri=self.uri, mime_type=self.mime_type, blob=self.blob, _meta=self.meta
+            )
+        return ReadResourceResult(contents=[contents], ttl_ms=self.ttl_ms, cache_scope="private")
+
+    def handshake_wire(self) -> dict[str, Any]:
+        """:meth:`result` as the SDK puts it on a handshake-era wire (2024-11-05 to 2025-11-25): the
+        2025-11-25 schema's fields only (no ``ttlMs`` or ``cacheScope``), in its order, ``None`` fields left
+        out. A test compares the line with the SDK's for every handshake version."""
+        item: dict[str, Any]
+        if self.text is not None:
+            item = {"_meta": self.meta, "mimeType": self.mime_type, "text": self.text, "uri": self.uri}
+        else:
+            item = {"_meta": self.meta, "blob": self.blob, "mimeType": self.mime_type, "uri": self.uri}
+        return {"contents": [item]}
 
 
 class StoreResources:
@@ -188,8 +233,21 @@ class StoreResources:
         return await self._read(caller, ReadResourceRequestParams(uri=uri))
 
     @mcp_handler
+    async def read_handshake_wire(self, caller: Caller, params: NamesUri) -> dict[str, Any]:
+        """What :meth:`read_resource` answers ``caller`` on a handshake-era connection, already in the wire
+        form the SDK's result sieve gives it there; failures are the same ``MCPError``.
+
+        For the stdio reads answered beside the SDK's dispatcher (:mod:`mcp_resources.stdio_reads`).
+        """
+        found = await self._contents(require_scope(caller, Scope.READ), params.uri)
+        return found.handshake_wire()
+
+    @mcp_handler
     async def _read(self, caller: Caller, params: ReadResourceRequestParams) -> ReadResourceResult:
-        uri = params.uri
+        found = await self._contents(caller, params.uri)
+        return found.result()
+
+    async def _contents(self, caller: Caller, uri: str) -> ReadContents:
         ref = parse_store_uri(uri)
         if ref is None:
             raise NotFound()
@@ -216,7 +274,7 @@ class StoreResources:
             }
         }
 
-    async def _read_whole(self, caller: Caller, uri: str, ref: ArtifactRef) -> ReadResourceResult:
+    async def _read_whole(self, caller: Caller, uri: str, ref: ArtifactRef) -> ReadContents:
         started = time.monotonic()
         found = await self.service.read_range(caller, ref.artifact_id, self._whole_span)
         artifact = found.artifact
@@ -233,14 +291,14 @@ class StoreResources:
         )
         meta = self._meta(artifact, Window(0, len(data), artifact.size), data, None)
         text = as_text(artifact.mime_type, data)
-        contents: TextResourceContents | BlobResourceContents
-        if text is not None:
-            contents = TextResourceContents(uri=uri, mime_type=artifact.mime_type, text=text, _meta=meta)
-        else:
-            contents = BlobResourceContents(
-                uri=uri, mime_type=artifact.mime_type, blob=base64_text(data), _meta=meta
-            )
-        return ReadResourceResult(contents=[contents], ttl_ms=self._ttl_ms(artifact), cache_scope="private")
+        return ReadContents(
+            uri=uri,
+            mime_type=artifact.mime_type,
+            meta=meta,
+            text=text,
+            blob=base64_text(data) if text is None else None,
+            ttl_ms=self._ttl_ms(artifact),
+        )
 
     def _whole_span(self, artifact: Artifact) -> tuple[None, tuple[int, int] | None]:
         """The whole artifact when it fits inline, decided where the lookup ran (one worker call for the
@@ -259,14 +317,15 @@ class StoreResources:
             )
         return None, (0, artifact.size) if artifact.size else None
 
-    async def _read_window(self, caller: Caller, uri: str, ref: ArtifactRef) -> ReadResourceResult:
+    async def _read_window(self, caller: Caller, uri: str, ref: ArtifactRef) -> ReadContents:
         artifact, win, data = await self.service.read_window(caller, ref.artifact_id, ref.offset, ref.length)
         step = min(ref.length or self.max_window, self.max_window)
         next_uri = None if win.eof else window_uri(artifact.id, win.end, step)
-        contents = BlobResourceContents(
+        return ReadContents(
             uri=uri,
             mime_type=artifact.mime_type,
+            meta=self._meta(artifact, win, data, next_uri),
+            text=None,
             blob=base64_text(data),
-            _meta=self._meta(artifact, win, data, next_uri),
+            ttl_ms=self._ttl_ms(artifact),
         )
-        return ReadResourceResult(contents=[contents], ttl_ms=self._ttl_ms(artifact), cache_scope="private")

@@ -19,6 +19,7 @@ from mcp_resources.metrics import install_request_metrics
 from mcp_resources.notifications import StoreNotifications
 from mcp_resources.resources import DEFAULT_PAGE_SIZE, CallerResolver, StoreResources
 from mcp_resources.sdk_internals import check_sdk_shape
+from mcp_resources.stdio_reads import HandshakeReads
 from mcp_resources.tools import StoreTools
 
 SERVER_NAME: Final = "mcp-blobstore"
@@ -54,6 +55,25 @@ def create_server(
     ``session_subscriptions`` (pass False where handshake-era sessions have no standing channel, as on
     stateless HTTP), to handshake-era sessions through ``resources/subscribe`` and ``listChanged``.
     """
+    server, _ = _build(service, caller_for, tools, page_size, name, session_subscriptions)
+    return server
+
+
+def create_stdio_server(service: ArtifactService, caller: Caller) -> tuple[Server[Any], HandshakeReads]:
+    """The server ``blobstore mcp`` serves for ``caller``, and what answers its plain reads beside the SDK
+    (pass both to :func:`~mcp_resources.stdio.serve_on_stdio`)."""
+    server, resources = _build(service, fixed_caller(caller), True, DEFAULT_PAGE_SIZE, SERVER_NAME, True)
+    return server, HandshakeReads(server, resources, caller)
+
+
+def _build(
+    service: ArtifactService,
+    caller_for: CallerResolver,
+    tools: bool,
+    page_size: int,
+    name: str,
+    session_subscriptions: bool,
+) -> tuple[Server[Any], StoreResources]:
     check_sdk_shape()
     resources = StoreResources(service, caller_for, page_size=page_size)
     store_tools = StoreTools(resources) if tools else None
@@ -71,4 +91,4 @@ def create_server(
     )
     StoreNotifications(service, caller_for).install(server, session_subscriptions=session_subscriptions)
     install_request_metrics(server)
-    return server
+    return server, resources

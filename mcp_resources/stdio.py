@@ -19,7 +19,7 @@ import stat
 import sys
 from collections.abc import Iterator, Sequence
 from types import TracebackType
-from typing import Any, BinaryIO, Final, Self
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, Protocol, Self
 
 import anyio
 from mcp.server import Server
@@ -27,6 +27,9 @@ from mcp.shared.message import SessionMessage
 from mcp.types import jsonrpc_message_adapter
 
 from mcp_resources.wire_blobs import Splices, splicing
+
+if TYPE_CHECKING:
+    from mcp_resources.stdio_reads import HandshakeReads
 
 logger = logging.getLogger("mcp_resources.stdio")
 
@@ -238,11 +241,20 @@ class HostStdio:
             self._stdin.close()
 
 
+class LineChannel(Protocol):
+    """Whole lines in and out: what :func:`serve_lines` serves on (:class:`HostStdio` on stdio)."""
+
+    async def receive(self) -> bytes | None: ...
+
+    async def send_parts(self, parts: list[bytes]) -> None: ...
+
+
 class _HostStream:
     """One side of the SDK's stream pair over the host channel, which outlives it (its owner closes it)."""
 
-    def __init__(self, host: HostStdio) -> None:
+    def __init__(self, host: LineChannel, reads: HandshakeReads | None) -> None:
         self._host = host
+        self._reads = reads
 
     async def aclose(self) -> None:
         return None
@@ -260,18 +272,27 @@ class _HostStream:
 
 
 class _Incoming(_HostStream):
-    """The SDK's read stream over a host channel: one parsed message per line, parse errors as items."""
+    """The SDK's read stream over a host channel: one parsed message per line, parse errors as items; plain
+    store reads are answered by ``reads`` instead, when it can."""
 
     async def receive(self) -> SessionMessage | Exception:
-        line = await self._host.receive()
-        if line is None:
-            raise anyio.EndOfStream
-        # Undecodable bytes become U+FFFD, as the SDK's transport reads them, so the parse error names JSON.
-        text = line.decode("utf-8", errors="replace")
-        try:
-            return SessionMessage(jsonrpc_message_adapter.validate_json(text, by_name=False))
-        except Exception as exc:  # the SDK answers a message it cannot parse; it does not end the session
-            return exc
+        while True:
+            line = await self._host.receive()
+            if line is None:
+                if self._reads is not None:
+                    self._reads.close()  # as the SDK's dispatcher cancels its own requests at the end
+                raise anyio.EndOfStream
+            if self._reads is not None and self._reads.take(line):
+                continue
+            # Undecodable bytes become U+FFFD, as the SDK's transport reads them: the parse error names JSON.
+            text = line.decode("utf-8", errors="replace")
+            try:
+                message = jsonrpc_message_adapter.validate_json(text, by_name=False)
+            except Exception as exc:  # the SDK answers a message it cannot parse; it does not end the session
+                return exc
+            if self._reads is not None:
+                self._reads.observe_incoming(message)
+            return SessionMessage(message)
 
     def __aiter__(self) -> Self:
         return self
@@ -287,12 +308,14 @@ class _Outgoing(_HostStream):
     """The SDK's write stream over a host channel: each message serialized and written as one line, the
     base64 blobs this connection made written as they are (:mod:`mcp_resources.wire_blobs`)."""
 
-    def __init__(self, host: HostStdio, splices: Splices) -> None:
-        super().__init__(host)
+    def __init__(self, host: LineChannel, splices: Splices, reads: HandshakeReads | None) -> None:
+        super().__init__(host, reads)
         self._splices = splices
 
     async def send(self, item: SessionMessage, /) -> None:
         message = item.message
+        if self._reads is not None:
+            self._reads.observe_outgoing(message)
         parts = self._splices.line_parts(message)
         if parts is None:
             line = message.__pydantic_serializer__.to_json(message, by_alias=True, exclude_unset=True)
@@ -300,15 +323,29 @@ class _Outgoing(_HostStream):
         await self._host.send_parts(parts)
 
 
-async def serve_on_stdio(server: Server[Any]) -> None:
+async def serve_lines(
+    server: Server[Any], channel: LineChannel, *, reads: HandshakeReads | None = None
+) -> None:
+    """Serve ``server`` on ``channel`` until its input ends; with ``reads``, plain store reads are answered
+    beside the SDK's dispatcher (:mod:`mcp_resources.stdio_reads`)."""
+    splices = Splices()
+    with splicing(splices):
+        async with anyio.create_task_group() as group:
+            if reads is not None:
+                reads.start(group, channel, splices)
+            await server.run(
+                _Incoming(channel, reads),
+                _Outgoing(channel, splices, reads),
+                server.create_initialization_options(),
+            )
+
+
+async def serve_on_stdio(server: Server[Any], *, reads: HandshakeReads | None = None) -> None:
     """Serve ``server`` on the process's stdin and stdout until the host closes stdin."""
     host = HostStdio()
     await host.open()
-    splices = Splices()
     try:
-        with _diverted_std_fds(), splicing(splices):
-            await server.run(
-                _Incoming(host), _Outgoing(host, splices), server.create_initialization_options()
-            )
+        with _diverted_std_fds():
+            await serve_lines(server, host, reads=reads)
     finally:
         await host.close()

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import pybase64
 import pydantic_core
-from mcp.types import JSONRPCMessage, JSONRPCResponse
+from mcp.types import JSONRPCMessage, JSONRPCResponse, RequestId
 
 SPLICE_AT: Final = 64 * 1024
 """Base64 strings from this length on are spliced; below it, serializing them costs next to nothing."""
@@ -49,16 +49,12 @@ class Splices:
         del self._made[id(value)]
         return value
 
-    def line_parts(self, message: JSONRPCMessage) -> list[bytes] | None:
-        """The message as one line (newline included) in parts, with a remembered blob written as it is; None
-        when the message carries none (serialize it as usual)."""
-        if not self._made or not isinstance(message, JSONRPCResponse):
-            return None
-        contents = message.result.get("contents")
-        if not isinstance(contents, list):
-            return None
+    def _stand_ins(self, contents: object) -> tuple[list[str], list[Any]]:
+        """The remembered blobs of a result's ``contents`` (taken), and the contents with placeholders."""
         blobs: list[str] = []
         stand_ins: list[Any] = []
+        if not self._made or not isinstance(contents, list):
+            return blobs, stand_ins
         for item in contents:
             blob = self._take(item.get("blob")) if isinstance(item, dict) else None
             if blob is None:
@@ -66,18 +62,44 @@ class Splices:
             else:
                 blobs.append(blob)
                 stand_ins.append({**item, "blob": _PLACEHOLDER})
+        return blobs, stand_ins
+
+    def line_parts(self, message: JSONRPCMessage) -> list[bytes] | None:
+        """The message as one line (newline included) in parts, with a remembered blob written as it is; None
+        when the message carries none (serialize it as usual)."""
+        if not self._made or not isinstance(message, JSONRPCResponse):
+            return None
+        blobs, stand_ins = self._stand_ins(message.result.get("contents"))
         if not blobs:
             return None
         stand_in = message.model_copy(update={"result": {**message.result, "contents": stand_ins}})
-        line = stand_in.__pydantic_serializer__.to_json(stand_in, by_alias=True, exclude_unset=True)
-        pieces = line.split(_PLACEHOLDER_JSON)
-        if len(pieces) != len(blobs) + 1:
-            return None  # a placeholder also appeared elsewhere: the caller serializes the original
-        parts = [pieces[0]]
-        for blob, piece in zip(blobs, pieces[1:], strict=True):
-            parts += [blob.encode("ascii"), piece]
-        parts[-1] += b"\n"
-        return parts
+        return _spliced(
+            stand_in.__pydantic_serializer__.to_json(stand_in, by_alias=True, exclude_unset=True), blobs
+        )
+
+    def response_parts(self, request_id: RequestId, result: dict[str, Any]) -> list[bytes]:
+        """The JSON-RPC response carrying ``result`` (a wire-form dict) as one line in parts: the bytes
+        :meth:`line_parts` or the plain serialization of its ``JSONRPCResponse`` gives, without the model."""
+        blobs, stand_ins = self._stand_ins(result.get("contents"))
+        if blobs:
+            stand_in = {"jsonrpc": "2.0", "id": request_id, "result": {**result, "contents": stand_ins}}
+            parts = _spliced(pydantic_core.to_json(stand_in), blobs)
+            if parts is not None:
+                return parts
+        return [pydantic_core.to_json({"jsonrpc": "2.0", "id": request_id, "result": result}), b"\n"]
+
+
+def _spliced(line: bytes, blobs: list[str]) -> list[bytes] | None:
+    """``line`` with each placeholder replaced by its blob's bytes, in parts; None when the placeholders are
+    not exactly one per blob."""
+    pieces = line.split(_PLACEHOLDER_JSON)
+    if len(pieces) != len(blobs) + 1:
+        return None  # a placeholder also appeared elsewhere: the caller serializes the original
+    parts = [pieces[0]]
+    for blob, piece in zip(blobs, pieces[1:], strict=True):
+        parts += [blob.encode("ascii"), piece]
+    parts[-1] += b"\n"
+    return parts
 
 
 _splices: ContextVar[Splices | None] = ContextVar("mcp_resources_splices", default=None)

@@ -21,14 +21,14 @@ from blobstore.models import Caller
 
 async def serve_stdio(settings: Settings) -> None:
     from blobstore.runtime import open_service
-    from mcp_resources.server import create_server, fixed_caller
+    from mcp_resources.server import create_stdio_server
     from mcp_resources.stdio import serve_on_stdio
 
     # A server, like `blobstore serve`: it brings the schema up to date before it serves.
     async with open_service(settings, migrate=True) as service:
         caller = Caller(namespace=settings.mcp_namespace, actor="mcp-stdio")
-        server = create_server(service, caller_for=fixed_caller(caller))
-        await serve_on_stdio(server)
+        server, reads = create_stdio_server(service, caller)
+        await serve_on_stdio(server, reads=reads)
 
 
 @main.command("mcp")
