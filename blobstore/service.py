@@ -1,10 +1,11 @@
 """ArtifactService: the one API the HTTP and MCP edges call.
 
 It owns the rules that cross storage and metadata: verify while writing, publish the blob, then commit the row
-(dedup onto an existing live blob only after every byte was received and hashed), and scope every read by
-namespace. Chunked uploads live in :mod:`blobstore.upload_sessions`; this class builds their manager with the
-collaborators it shares (repository, blob store, audit log, clock) and itself as the publisher of a joined
-upload, and lends it to the edges as :attr:`ArtifactService.uploads`.
+(dedup onto an existing live blob only after every byte was received and hashed; a short body whose content
+is live already is not written at all), and scope every read by namespace. Chunked uploads live in
+:mod:`blobstore.upload_sessions`; this class builds their manager with the collaborators it shares
+(repository, blob store, audit log, clock) and itself as the publisher of a joined upload, and lends it to the
+edges as :attr:`ArtifactService.uploads`.
 """
 
 from __future__ import annotations
