@@ -7,6 +7,7 @@ serve process over the run instead (strace slows the server, so the rate and CPU
 
     .venv/bin/python bench/small_upload_cpu.py --count 2000
     .venv/bin/python bench/small_upload_cpu.py --count 1000 --strace
+    .venv/bin/python bench/small_upload_cpu.py --count 2000 --distinct   # new content every time
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ WARM_UP = 200
 SYSCALLS = "fsync,fdatasync,mkdir,link,openat"
 
 
-async def upload(base: str, count: int, tag: str) -> float:
-    """Uploads per second of ``count`` copies of one 1 KiB body."""
+async def upload(base: str, count: int, tag: str, *, distinct: bool = False) -> float:
+    """Uploads per second of ``count`` copies of one 1 KiB body (``distinct``: a new body each)."""
     body = os.urandom(1024)
     numbers = iter(range(count))
     limits = httpx.Limits(max_connections=IN_FLIGHT, max_keepalive_connections=IN_FLIGHT)
@@ -38,7 +39,8 @@ async def upload(base: str, count: int, tag: str) -> float:
 
         async def worker() -> None:
             for number in numbers:
-                response = await client.post(f"{base}/v1/artifacts?name={tag}-{number}.bin", content=body)
+                content = os.urandom(1024) if distinct else body
+                response = await client.post(f"{base}/v1/artifacts?name={tag}-{number}.bin", content=content)
                 response.raise_for_status()
 
         started = time.perf_counter()
@@ -52,6 +54,9 @@ def main() -> None:
     )
     parser.add_argument("--count", type=int, default=2000, help="measured uploads")
     parser.add_argument("--strace", action="store_true", help=f"count {SYSCALLS} per upload instead")
+    parser.add_argument(
+        "--distinct", action="store_true", help="a new random body per upload (no upload is a duplicate)"
+    )
     args = parser.parse_args()
     strace = shutil.which("strace")
     if args.strace and strace is None:
@@ -66,7 +71,7 @@ def main() -> None:
             tracer = subprocess.Popen(command, stderr=subprocess.DEVNULL)
             time.sleep(1.0)  # attached before the first measured request
         before = cpu_seconds(ours.pid)
-        rate = asyncio.run(upload(ours.base, args.count, "measured"))
+        rate = asyncio.run(upload(ours.base, args.count, "measured", distinct=args.distinct))
         cpu_ms = (cpu_seconds(ours.pid) - before) * 1000 / args.count
         if tracer is not None:
             tracer.send_signal(signal.SIGINT)

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
+import anyio
+
 from blobstore.audit import AuditLog
 from blobstore.clock import Clock, utcnow
 from blobstore.config import Settings
@@ -211,6 +213,7 @@ class Authenticator:
         self.clock = clock
         self._has_tokens: bool | None = None
         self._checked_at = 0.0
+        self._refreshing: anyio.Event | None = None
 
     @classmethod
     def for_settings(
@@ -229,12 +232,33 @@ class Authenticator:
     def forget(self) -> None:
         self._has_tokens = None
 
-    async def has_tokens(self) -> bool:
-        fresh = time.monotonic() - self._checked_at < self.cache_seconds
-        if self._has_tokens is None or not fresh:
-            self._has_tokens = await self.repo.count_tokens(now=self.clock()) > 0
-            self._checked_at = time.monotonic()
+    def _cached(self) -> bool | None:
+        if self._has_tokens is None or time.monotonic() - self._checked_at >= self.cache_seconds:
+            return None
         return self._has_tokens
+
+    async def has_tokens(self) -> bool:
+        cached = self._cached()
+        if cached is not None:
+            return cached
+        running = self._refreshing
+        if running is not None:
+            # Requests that find the answer stale together share one look-up rather than each making one.
+            await running.wait()
+            cached = self._cached()
+            if cached is not None:
+                return cached
+            # That look-up failed (its caller got the error): this request asks again for itself.
+        done = self._refreshing = anyio.Event()
+        try:
+            answer = await self.repo.count_tokens(now=self.clock()) > 0
+            self._has_tokens = answer
+            self._checked_at = time.monotonic()
+        finally:
+            if self._refreshing is done:
+                self._refreshing = None
+            done.set()
+        return answer
 
     async def authenticate(self, authorization: str | None, *, client_host: str | None = None) -> Caller:
         if authorization is None:

@@ -258,3 +258,10 @@ def all_codes() -> dict[str, type[BlobstoreError]]:
         found.setdefault(cls.code, cls)
         pending.extend(cls.__subclasses__())
     return found
+
+
+class ContentNotLive(Exception):
+    """A commit that may only deduplicate found no live blob of its content (it was collected meanwhile).
+
+    Internal, never reported: the service keeps the bytes after all and commits again.
+    """

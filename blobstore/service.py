@@ -1,10 +1,11 @@
 """ArtifactService: the one API the HTTP and MCP edges call.
 
 It owns the rules that cross storage and metadata: verify while writing, publish the blob, then commit the row
-(dedup onto an existing live blob only after every byte was received and hashed), and scope every read by
-namespace. Chunked uploads live in :mod:`blobstore.upload_sessions`; this class builds their manager with the
-collaborators it shares (repository, blob store, audit log, clock) and itself as the publisher of a joined
-upload, and lends it to the edges as :attr:`ArtifactService.uploads`.
+(dedup onto an existing live blob only after every byte was received and hashed; a short body whose content
+is live already is not written at all), and scope every read by namespace. Chunked uploads live in
+:mod:`blobstore.upload_sessions`; this class builds their manager with the collaborators it shares
+(repository, blob store, audit log, clock) and itself as the publisher of a joined upload, and lends it to the
+edges as :attr:`ArtifactService.uploads`.
 """
 
 from __future__ import annotations
@@ -24,14 +25,30 @@ from blobstore import metrics
 from blobstore.audit import AuditLog
 from blobstore.clock import Clock, utcnow
 from blobstore.config import Settings
-from blobstore.errors import BlobstoreError, InvalidRequest, NotFound, QuotaExceeded, RangeRequired, TooLarge
+from blobstore.digests import StreamDigest
+from blobstore.errors import (
+    BlobstoreError,
+    ContentNotLive,
+    InvalidRequest,
+    NotFound,
+    QuotaExceeded,
+    RangeRequired,
+    TooLarge,
+)
 from blobstore.events import ArtifactChange, ArtifactEvent, ArtifactEvents
 from blobstore.ids import check_id, new_artifact_id
 from blobstore.media import PROBE_BYTES, probe, resolve_mime
 from blobstore.metadata.repository import MetadataRepository
 from blobstore.models import UNSET, Artifact, BlobInfo, Caller, CompletionClaim, NewArtifact, Page
 from blobstore.ranges import Window, window
-from blobstore.storage.base import BlobStore, SupportsBlockingRead, SupportsLocalPath, SupportsPresign
+from blobstore.storage.base import (
+    NOT_KEPT,
+    BlobStore,
+    Present,
+    SupportsBlockingRead,
+    SupportsLocalPath,
+    SupportsPresign,
+)
 from blobstore.upload_sessions import UploadManager
 from blobstore.validation import validate_metadata, validate_mime, validate_name
 
@@ -183,6 +200,7 @@ class ArtifactService:
                     expected_size=expected_size,
                     expected_sha256=expected_sha256,
                     max_size=max_size,
+                    present=self._present_content(),
                 )
             except TooLarge:
                 # Stop an undeclared stream at the quota rather than after receiving it whole.
@@ -225,7 +243,12 @@ class ArtifactService:
 
         The namespace quota is checked again inside the commit's transaction, atomically with it; with
         ``completion``, the same transaction completes that upload (``MetadataRepository.commit_artifact``).
+
+        A blob the store did not keep (its key ``NOT_KEPT``: a live blob held the content when it arrived) is
+        committed onto that live blob; should it have been collected since, the bytes (then all in ``head``)
+        are kept after all and committed as new content.
         """
+        kept = blob.key != NOT_KEPT
         try:
             await self.check_quota(caller.namespace, blob.size)
             if head is None:
@@ -242,22 +265,55 @@ class ArtifactService:
                 metadata=metadata,
                 media=probe(mime, head),
             )
-            result = await self.repo.commit_artifact(
-                blob=blob,
-                artifact=new,
-                quota=self.settings.namespace_quota_bytes,
-                completion=completion,
-                now=self.clock(),
-            )
+            try:
+                result = await self.repo.commit_artifact(
+                    blob=blob,
+                    artifact=new,
+                    quota=self.settings.namespace_quota_bytes,
+                    completion=completion,
+                    now=self.clock(),
+                    dedup_only=not kept,
+                )
+            except ContentNotLive:
+                blob = await self._keep(blob, head)
+                kept = True
+                result = await self.repo.commit_artifact(
+                    blob=blob,
+                    artifact=new,
+                    quota=self.settings.namespace_quota_bytes,
+                    completion=completion,
+                    now=self.clock(),
+                )
         except BaseException:
             # Nothing references this generation: remove it now rather than leave it to the orphan sweep.
-            await self.blobs.delete(blob.key)
+            if kept:
+                await self.blobs.delete(blob.key)
             raise
         metrics.COMPLETIONS.labels("true" if result.deduplicated else "false").inc()
-        if result.deduplicated:
+        if result.deduplicated and kept:
             await self.blobs.delete(blob.key)
         await self.events.emit(ArtifactEvent(ArtifactChange.CREATED, result.artifact.id, caller.namespace))
         return result.artifact
+
+    def _present_content(self) -> Present | None:
+        """For ``put``: whether a live blob holds a short body's content already (looked up on the worker
+        thread that hashed it). Only bodies that :func:`_keeping_head` keeps whole qualify, so that the bytes
+        are still at hand should that blob be collected before the commit; only where the lookup is a plain
+        blocking read (a SQLite file)."""
+        if not self.repo.blocking_reads:
+            return None
+        repo = self.repo
+
+        def present(digest: StreamDigest) -> bool:
+            return digest.size <= PROBE_BYTES and repo.live_content_blocking(digest.sha256, digest.size)
+
+        return present
+
+    async def _keep(self, blob: BlobInfo, content: bytes | None) -> BlobInfo:
+        """Store the bytes of a blob that ``put`` did not keep, checked against its digest."""
+        if content is None or len(content) != blob.size:
+            raise AssertionError("a blob that was not kept must come with its whole content")
+        return await self.blobs.put(_once(content), expected_size=blob.size, expected_sha256=blob.sha256)
 
     async def _head(self, blob: BlobInfo) -> bytes:
         parts: list[bytes] = []
@@ -433,6 +489,10 @@ def _read_range_blocking(
         start, end = span
         data = blobs.read_blocking(record.info, start, end - start)
     return RangeRead(artifact, record.info, plan, data)
+
+
+async def _once(content: bytes) -> AsyncIterator[bytes]:
+    yield content
 
 
 async def _keeping_head(data: AsyncIterable[bytes], head: bytearray) -> AsyncIterator[bytes]:

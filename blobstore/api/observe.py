@@ -12,6 +12,7 @@ never reach the log.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -20,7 +21,7 @@ import sys
 import time
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, TextIO
 
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -171,12 +172,36 @@ class Observe:
             "client": client[0] if client else None,
         }
         assert self.level is not None
+        text = _ENCODER.encode(line)
+        handler = _own_handler()
+        if handler is not None:
+            # Only the server's own handler would see the record, and it writes the message as it is: the
+            # LogRecord (its time, thread and process lookups) is skipped. A failed write takes the logger's
+            # path, whose handler reports it as it reports any failed emit.
+            try:
+                with handler.lock or contextlib.nullcontext():
+                    handler.stream.write(text + "\n")
+                    handler.stream.flush()
+                return
+            except Exception:  # noqa: S110 -- reported by the handler on the path below
+                pass
         # Handed to the logger's handlers as a ready record: Logger.log would first walk the stack to find
         # the caller's file and line, which the line does not use (a few % of a small range read).
-        record = access_logger.makeRecord(
-            access_logger.name, self.level, __file__, 0, _ENCODER.encode(line), (), None, "_log"
-        )
+        record = access_logger.makeRecord(access_logger.name, self.level, __file__, 0, text, (), None, "_log")
         access_logger.handle(record)
+
+
+def _own_handler() -> logging.StreamHandler[TextIO] | None:
+    """:func:`configure_access_log`'s handler when it is the logger's only destination (no other handler, no
+    filter, no propagation), else None."""
+    handlers = access_logger.handlers
+    if len(handlers) != 1 or access_logger.propagate or access_logger.filters:
+        return None
+    handler = handlers[0]
+    if not getattr(handler, "blobstore_access", False) or handler.filters:
+        return None
+    assert isinstance(handler, logging.StreamHandler)
+    return handler
 
 
 def configure_access_log(access_log_level: str) -> None:

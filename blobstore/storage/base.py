@@ -21,9 +21,10 @@ from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, M
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 from blobstore.digests import DEFAULT_BLOCK_SIZE as DEFAULT_BLOCK_SIZE
+from blobstore.digests import StreamDigest
 from blobstore.models import BlobInfo, ChunkReceipt, StagingEntry, StoredObject
 
 DIRECT_MIN_PART_SIZE = 5 * 1024 * 1024
@@ -33,6 +34,16 @@ at most 10,000."""
 
 ProgressCallback = Callable[[int], Awaitable[None]]
 """Called with the number of bytes processed so far during long operations (commit hashing)."""
+
+
+NOT_KEPT: Final = ""
+"""The key of a :class:`BlobInfo` that ``put`` returned without keeping the bytes: ``present`` said the store
+already holds them. Such a blob can be referenced only by deduplicating onto the live copy."""
+
+Present = Callable[[StreamDigest], bool]
+"""Asked by ``put`` on a worker thread, once a short body is hashed and its claims checked: True when the
+store already holds these bytes durably (a live blob of this digest and size), so they need not be written
+again."""
 
 
 class BlobStore(Protocol):
@@ -51,11 +62,16 @@ class BlobStore(Protocol):
         expected_size: int | None = None,
         expected_sha256: str | None = None,
         max_size: int | None = None,
+        present: Present | None = None,
     ) -> BlobInfo:
         """Stream ``data`` into a new generation and publish it atomically.
 
         Raises ``SizeMismatch`` / ``DigestMismatch`` when a claim fails and ``TooLarge`` past ``max_size``; in
         every failure nothing stays visible. ``StorageFull`` / ``StorageUnavailable`` for I/O errors.
+
+        With ``present``, a backend that takes a short body in one step (local disk) asks it once the body is
+        hashed and checked; when it answers True the bytes are neither written nor published and the result's
+        key is ``NOT_KEPT`` (``blobstore.storage.writes``). Other backends ignore it.
         """
         ...
 

@@ -48,7 +48,7 @@ from blobstore.errors import (
     from_os_error,
 )
 from blobstore.models import BlobInfo, ChunkReceipt, StagingEntry, StoredObject
-from blobstore.storage.base import DEFAULT_BLOCK_SIZE
+from blobstore.storage.base import DEFAULT_BLOCK_SIZE, NOT_KEPT, Present
 from blobstore.storage.dir_sync import DirectorySync
 from blobstore.storage.integrity import block_length, read_verified, read_verified_blocking
 from blobstore.storage.join_ahead import JoinAheadTable
@@ -573,16 +573,25 @@ class _TempSink:
         return await self.store._run(self._publish, digest.sha256)
 
     async def write_and_publish(
-        self, data: bytearray, writer: HashingWriter, claimed_sha256: str | None
+        self,
+        data: bytearray,
+        writer: HashingWriter,
+        claimed_sha256: str | None,
+        present: Present | None = None,
     ) -> BlobInfo:
-        return await self.store._run(self._write_and_publish, data, writer, claimed_sha256)
+        return await self.store._run(self._write_and_publish, data, writer, claimed_sha256, present)
 
     def _write_and_publish(
-        self, data: bytearray, writer: HashingWriter, claimed_sha256: str | None
+        self, data: bytearray, writer: HashingWriter, claimed_sha256: str | None, present: Present | None
     ) -> BlobInfo:
-        self._write(data, writer)
+        # Hashed and checked before anything is written: a body the store already holds costs no file, no
+        # fsync and no directory change (nor their undoing once the commit deduplicates onto the live copy).
+        writer.update(data)
         # The claims are checked before anything becomes visible.
         digest = writer.finish(expected_sha256=claimed_sha256)
+        if present is not None and present(digest):
+            return blob_info(NOT_KEPT, digest)
+        _write_all(self._file().fileno(), data)
         return blob_info(self._publish(digest.sha256), digest)
 
     def _publish(self, sha256: str) -> str:

@@ -13,15 +13,16 @@ of :class:`StagedWrites` that open them.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 import anyio
 
 from blobstore.digests import ChunkHasher, HashingWriter, StreamDigest, normalize_sha256, normalize_xxh3
 from blobstore.models import BlobInfo, ChunkReceipt
-from blobstore.storage.base import ProgressCallback
+from blobstore.storage.base import Present, ProgressCallback
 from blobstore.storage.keys import validate_chunk_index, validate_staging_ref
 from blobstore.storage.staging import check_commit_chunks
 from blobstore.storage.streams import WRITE_BATCH, batched, write_overlapped
@@ -52,9 +53,17 @@ class OneStepSink(BlobSink, Protocol):
     """A :class:`BlobSink` that can take a whole (short) body in one step."""
 
     async def write_and_publish(
-        self, data: bytearray, writer: HashingWriter, claimed_sha256: str | None
+        self,
+        data: bytearray,
+        writer: HashingWriter,
+        claimed_sha256: str | None,
+        present: Present | None = None,
     ) -> BlobInfo:
-        """:meth:`write` the stream's last bytes, check the claims (``writer.finish``), :meth:`publish`."""
+        """:meth:`write` the stream's last bytes, check the claims (``writer.finish``), :meth:`publish`.
+
+        When ``present`` says the store holds these bytes already, nothing is written or published and the
+        result's key is :data:`NOT_KEPT`.
+        """
         ...
 
 
@@ -114,6 +123,7 @@ class StagedWrites(ABC):
         expected_size: int | None = None,
         expected_sha256: str | None = None,
         max_size: int | None = None,
+        present: Present | None = None,
     ) -> BlobInfo:
         claimed = _claimed_sha256(expected_sha256)
         writer = HashingWriter(block_size=self.block_size, max_size=max_size, expected_size=expected_size)
@@ -121,9 +131,9 @@ class StagedWrites(ABC):
         try:
             batches = batched(data, writer.check_size, WRITE_BATCH)
             first = await anext(batches, None)
-            if first is not None and len(first) < WRITE_BATCH and isinstance(sink, OneStepSink):
+            if first is not None and len(first) < WRITE_BATCH and _one_step(type(sink)):
                 # Only the stream's last batch is short: a small body takes one step (one thread hop).
-                return await sink.write_and_publish(first, writer, claimed)
+                return await cast(OneStepSink, sink).write_and_publish(first, writer, claimed, present)
             if first is not None:
                 await write_overlapped(_chained(first, batches), lambda batch: sink.write(batch, writer))
             return await _publish(sink, writer, claimed)
@@ -188,6 +198,13 @@ async def _chained(first: bytearray, rest: AsyncIterator[bytearray]) -> AsyncIte
     yield first
     async for batch in rest:
         yield batch
+
+
+@functools.cache
+def _one_step(sink_type: type) -> bool:
+    # isinstance against a runtime-checkable protocol inspects the class on every call (a few % of a 1 KiB
+    # upload's CPU); the answer depends on the class only.
+    return issubclass(sink_type, OneStepSink)
 
 
 def _claimed_sha256(value: str | None) -> str | None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import io
 import json
 import logging
+import sys
 from pathlib import Path
 
 import httpx
@@ -12,6 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from blobstore.api import create_app
+from blobstore.api.observe import configure_access_log
 from blobstore.auth import create_token
 from blobstore.cleanup import run_cleanup
 from blobstore.config import Settings
@@ -235,3 +239,36 @@ async def test_metrics_count_storage_errors_by_operation(
     # The S3 operation that failed names the series (the write's, e.g. PutObject), not "unknown".
     assert list(counted.values()) == ["storage_unavailable"]
     assert next(iter(counted)) not in {"unknown", ""}
+
+
+async def test_the_servers_own_access_handler_gets_the_line_written_without_a_log_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    access = logging.getLogger("blobstore.access")
+    for name in ("handlers", "filters"):
+        monkeypatch.setattr(access, name, [])
+    monkeypatch.setattr(access, "propagate", True)
+    monkeypatch.setattr(access, "disabled", False)
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    request.addfinalizer(functools.partial(access.setLevel, access.level))  # setLevel clears level caches
+    configure_access_log("info")
+
+    def no_record(*args: object, **kwargs: object) -> logging.LogRecord:
+        raise AssertionError("a LogRecord was built for the server's own handler")
+
+    monkeypatch.setattr(access, "makeRecord", no_record)
+    settings = make_settings(tmp_path)
+    async with open_service(settings, server=False) as service:
+        app = create_app(settings, service=service)
+        async with app_client(app) as http:
+            response = await http.get("/healthz", headers={"X-Request-Id": "own-7"})
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 1
+    entry = json.loads(lines[0])
+    assert (entry["request_id"], entry["route"], entry["status"]) == ("own-7", "/healthz", 200)
+    assert entry["bytes_out"] == len(response.content)
+    assert list(entry) == [
+        "ts", "event", "request_id", "method", "path", "route", "status", "duration_ms", "bytes_in",
+        "bytes_out", "client",
+    ]  # fmt: skip

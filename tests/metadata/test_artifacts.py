@@ -7,8 +7,10 @@ import dataclasses
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
 import sqlalchemy as sa
 
+from blobstore.errors import ContentNotLive
 from blobstore.metadata.repository import MetadataRepository
 from blobstore.metadata.tables import artifacts
 from blobstore.models import UNSET
@@ -293,3 +295,14 @@ async def test_content_lookup_compares_expiry_in_utc_whatever_the_zone_of_now(
     before = (expires - timedelta(microseconds=1)).astimezone(zone)
     assert await repo.get_artifact_with_blob("ns", plain.artifact.id, now=before) is not None
     assert await repo.get_artifact_with_blob("ns", plain.artifact.id, now=expires.astimezone(zone)) is None
+
+
+async def test_a_dedup_only_commit_without_a_live_blob_commits_nothing(repo: MetadataRepository) -> None:
+    with pytest.raises(ContentNotLive):
+        await repo.commit_artifact(blob=blob_info(b"never kept"), artifact=new_artifact(), dedup_only=True)
+    assert (await repo.stats(now=T0))["blobs"] == 0
+
+    first = await repo.commit_artifact(blob=blob_info(b"kept"), artifact=new_artifact())
+    second = await repo.commit_artifact(blob=blob_info(b"kept"), artifact=new_artifact(), dedup_only=True)
+    assert second.deduplicated is True
+    assert second.blob.id == first.blob.id

@@ -93,3 +93,22 @@ async def test_a_failed_group_commit_acknowledges_none_of_its_commits(repo: Meta
     assert (await repo.stats(now=T0))["artifacts"] == 0
     # The next group commits normally.
     assert isinstance((await commit_many(repo, 1))[0], CommitResult)
+
+
+@SQLITE_ONLY
+async def test_a_group_whose_commits_all_succeed_takes_no_savepoints(database_url: str) -> None:
+    repo = await MetadataRepository.open(database_url)
+    statements: list[str] = []
+
+    def on_execute(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement)
+
+    sa.event.listen(group_writer(repo), "before_cursor_execute", on_execute)
+    try:
+        results = await commit_many(repo, 16)
+    finally:
+        await repo.close()
+
+    assert all(isinstance(result, CommitResult) for result in results)
+    assert statements
+    assert not [statement for statement in statements if "SAVEPOINT" in statement.upper()]

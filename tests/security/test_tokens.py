@@ -7,6 +7,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 import sqlalchemy as sa
@@ -263,3 +264,28 @@ def test_loopback_clients_are_told_apart_the_same_way_every_time(host: str | Non
     # The answer per address is cached: asking again must give the same answer as the first time.
     assert is_loopback_client(host) is loopback
     assert is_loopback_client(host) is loopback
+
+
+async def test_requests_that_find_the_answer_stale_together_share_one_look_up(
+    service: ArtifactService,
+) -> None:
+    looked_up: list[datetime | None] = []
+    count_tokens = service.repo.count_tokens
+
+    class Counting:
+        async def count_tokens(self, *, now: datetime | None = None) -> int:
+            looked_up.append(now)
+            await anyio.sleep(0.01)  # the look-up is still under way when the others ask
+            return await count_tokens(now=now)
+
+    auth = Authenticator(Counting(), allow_local=True, cache_seconds=3600.0)  # type: ignore[arg-type]
+    answers: list[bool] = []
+
+    async def ask() -> None:
+        answers.append(await auth.has_tokens())
+
+    async with anyio.create_task_group() as group:
+        for _ in range(8):
+            group.start_soon(ask)
+    assert answers == [False] * 8
+    assert len(looked_up) == 1

@@ -12,7 +12,7 @@ import anyio.to_thread
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from blobstore.errors import CompletionLost, Conflict, QuotaExceeded
+from blobstore.errors import CompletionLost, Conflict, ContentNotLive, QuotaExceeded
 from blobstore.metadata.repository import rows
 from blobstore.metadata.repository.base import LIVE, RepositoryBase, visible
 from blobstore.metadata.repository.group_commit import GroupCommit
@@ -48,8 +48,13 @@ class ArtifactRepository(RepositoryBase):
         quota: int | None = None,
         completion: CompletionClaim | None = None,
         now: datetime | None = None,
+        dedup_only: bool = False,
     ) -> CommitResult:
         """Record ``artifact`` over ``blob``'s content in one transaction, deduplicating onto a live blob.
+
+        With ``dedup_only`` (``blob`` was not kept: the store held its content when it arrived), the artifact
+        can only reference a live blob of that content; when none is live any more, nothing is committed and
+        :class:`ContentNotLive` is raised.
 
         With ``quota``, the namespace's usage is checked in the same transaction, serialised per namespace
         (``BEGIN IMMEDIATE`` on SQLite, a transaction-scoped advisory lock on PostgreSQL), so concurrent
@@ -65,7 +70,13 @@ class ArtifactRepository(RepositoryBase):
         same guarantee from ``BEGIN IMMEDIATE``.
         """
         commit = functools.partial(
-            self._commit_artifact, blob=blob, artifact=artifact, quota=quota, completion=completion, now=now
+            self._commit_artifact,
+            blob=blob,
+            artifact=artifact,
+            quota=quota,
+            completion=completion,
+            now=now,
+            dedup_only=dedup_only,
         )
         if self._commits is not None:
             return await self._commits.run(commit)
@@ -81,6 +92,7 @@ class ArtifactRepository(RepositoryBase):
         quota: int | None,
         completion: CompletionClaim | None,
         now: datetime | None,
+        dedup_only: bool = False,
     ) -> CommitResult:
         same_content = {"content_sha256": blob.sha256, "content_size": blob.size}
         moment = now if now is not None else artifact.created_at
@@ -106,6 +118,9 @@ class ArtifactRepository(RepositoryBase):
                 record = rows.blob_record(found._mapping)
                 stored = self._insert_artifact(conn, artifact, record)
                 return CommitResult(artifact=stored, blob=record, deduplicated=True)
+            if dedup_only:
+                # Raised inside the transaction (or its savepoint), so that the completion above rolls back.
+                raise ContentNotLive()
             inserted = (
                 conn.execute(
                     self._insert(blobs)
@@ -198,6 +213,13 @@ class ArtifactRepository(RepositoryBase):
             _artifact_with_blob(), {"artifact_id": artifact_id, "namespace": namespace, "now": now}
         )
         return _artifact_and_blob(row)
+
+    def live_content_blocking(self, sha256: str, size: int) -> bool:
+        """Whether a live blob holds ``sha256`` of ``size`` bytes now; for a worker thread, where
+        :attr:`blocking_reads`. A single-request upload asks it before it keeps a short body (the commit then
+        deduplicates onto that blob, and checks again that it is live)."""
+        assert self._lookups is not None
+        return self._lookups.live_content(sha256, size)
 
     @property
     def blocking_reads(self) -> bool:

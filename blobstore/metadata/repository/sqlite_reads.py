@@ -70,6 +70,10 @@ class SqliteLookups:
         columns = _upload_converters()
         return rows.upload({name: to(value) for (name, to), value in zip(columns, row, strict=True)})
 
+    def live_content(self, sha256: str, size: int) -> bool:
+        """Whether a live blob holds ``sha256`` of ``size`` bytes (the commit's dedup condition)."""
+        return self._first(_LIVE_CONTENT_SQL, (sha256, size)) is not None
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -145,6 +149,10 @@ def _converters() -> tuple[tuple[tuple[str, Convert], ...], tuple[tuple[str, Con
         tuple((column.name, _converter(column)) for column in artifacts.c),
         tuple((column.name, _converter(column)) for column in blobs.c),
     )
+
+
+_LIVE_CONTENT_SQL = "SELECT 1 FROM blobs WHERE sha256 = ? AND size = ? AND state = 'live'"
+"""The state as a literal, as the partial unique index on live digests is declared, so SQLite uses it."""
 
 
 @functools.cache

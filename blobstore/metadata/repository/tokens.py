@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -59,12 +61,21 @@ class TokenRepository(RepositoryBase):
         """Tokens that are neither revoked nor expired at ``now`` (default: the current time)."""
         moment = now if now is not None else datetime.now(UTC)
         # Asked every few seconds by every server (the authenticator's cache): the single-row path.
-        row = await self._first(
-            sa.select(sa.func.count())
-            .select_from(tokens)
-            .where(
-                tokens.c.revoked_at.is_(None),
-                sa.or_(tokens.c.expires_at.is_(None), tokens.c.expires_at > moment),
-            )
-        )
+        row = await self._first(_count_active(), {"now": moment})
         return int(row[0] or 0) if row is not None else 0
+
+
+@functools.cache
+def _count_active() -> sa.Select[Any]:
+    """Built once, the time a bound parameter: SQLAlchemy reuses its compiled form and its cache key."""
+    return (
+        sa.select(sa.func.count())
+        .select_from(tokens)
+        .where(
+            tokens.c.revoked_at.is_(None),
+            sa.or_(
+                tokens.c.expires_at.is_(None),
+                tokens.c.expires_at > sa.bindparam("now", type_=tokens.c.expires_at.type),
+            ),
+        )
+    )
