@@ -349,15 +349,19 @@ def bench_ranges(t: Targets, runs: int, seconds: int, work: Path) -> list[Row]:
 
 
 async def small_uploads(url: Callable[[int], str], method: str, count: int, in_flight: int) -> float:
-    """Uploads per second of ``count`` 1 KiB bodies with ``in_flight`` requests at a time."""
-    body = os.urandom(KiB)
+    """Uploads per second of ``count`` 1 KiB bodies with ``in_flight`` requests at a time.
+
+    Every body is new content (a tool server's screenshots differ from step to step): a body the store already
+    holds would be deduplicated without being written, which is not the durable write this row measures.
+    """
+    bodies = [os.urandom(KiB) for _ in range(count)]
     queue = iter(range(count))
     limits = httpx.Limits(max_connections=in_flight, max_keepalive_connections=in_flight)
     async with httpx.AsyncClient(limits=limits, timeout=60) as client:
 
         async def worker() -> None:
             for number in queue:
-                response = await client.request(method, url(number), content=body)
+                response = await client.request(method, url(number), content=bodies[number])
                 response.raise_for_status()
 
         started = time.perf_counter()
