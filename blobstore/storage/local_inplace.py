@@ -80,6 +80,8 @@ _FIRST_WAIT = 0.002
 _LONGEST_WAIT = 0.05
 _PUBLISH_ATTEMPTS = 3
 _FILE_MODE = 0o600
+_JOIN_PIECE = 1024 * 1024
+"""The join's reads: small, since every worker thread's allocator keeps the largest buffer it has seen."""
 _JOIN_BUDGET = 64 * 1024 * 1024
 """Bytes one accepted chunk joins at most: a chunk 0 sent last (a resumed upload) must not answer only once
 the whole upload is hashed; the next writer, or the completion, goes on from there."""
@@ -281,7 +283,7 @@ def _extend_join(join: JoinAhead, receipts: int, data: int, chunk_size: int) -> 
     while budget > 0 and (receipt := _read_record(receipts, join.next_index)) is not None:
         budget -= receipt.size
         if buffer is None:
-            buffer = bytearray(min(_READ_PIECE, chunk_size))
+            buffer = bytearray(min(_JOIN_PIECE, chunk_size))
         try:
             if receipt.size > chunk_size:
                 raise Corruption(chunk=receipt.index)
