@@ -5,7 +5,9 @@ in alternating order, and reports wall time, the server's CPU (user + system of 
 children, from ``/proc/<pid>/stat``), the bytes it wrote (``write_bytes`` of ``/proc/<pid>/io``) and the
 client's CPU. Run 0 warms up and is not counted. Usage (Linux)::
 
-    .venv/bin/python bench/upload_cpu.py BASE_TREE BRANCH_TREE [--runs 4] [--size-mib 256]
+    .venv/bin/python bench/upload_cpu.py BASE_TREE BRANCH_TREE [--runs 4] [--size-mib 256] [--chunk-size 256K]
+
+``--chunk-size`` (passed to ``blobstore upload``) shows the cost per chunk: small chunks make it dominate.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ def main() -> None:
     parser.add_argument("trees", type=Path, nargs=2, help="two checkouts, each with its .venv")
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--size-mib", type=int, default=256)
+    parser.add_argument("--chunk-size", help="e.g. 256K; default: the server's")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as work_dir:
         work = Path(work_dir)
@@ -86,6 +89,8 @@ def main() -> None:
                     started = time.perf_counter()
                     command = [str(tree / ".venv/bin/blobstore"), "upload", "--parallel", "4", "--no-resume"]
                     command += ["--no-progress", "--json", "--url", base, str(payload)]
+                    if args.chunk_size:
+                        command[2:2] = ["--chunk-size", args.chunk_size]
                     subprocess.run(command, check=True, capture_output=True)
                     wall = time.perf_counter() - started
                     client_after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -96,8 +101,9 @@ def main() -> None:
                     written = (written_after - written_before) / MiB
                     if run:
                         rows[tree].append(
-                            f"{args.size_mib / wall:.0f} MiB/s, server {cpu_after - cpu_before:.2f} s CPU "
-                            f"and {written:.0f} MiB written, client {client:.2f} s"
+                            f"{args.size_mib / wall:.0f} MiB/s ({wall:.2f} s), "
+                            f"server {cpu_after - cpu_before:.2f} s CPU and {written:.0f} MiB written, "
+                            f"client {client:.2f} s"
                         )
         finally:
             for process, _ in servers.values():

@@ -20,7 +20,7 @@ from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from tests.cleanup.conftest import stack_settings
 from tests.cleanup.helpers import GRACE, UPLOAD_TTL, FakeClock
-from tests.storage.test_local_durability import CHILD
+from tests.storage.test_local_durability import CHILD, MiB, wait_for
 
 
 @pytest.fixture
@@ -47,7 +47,9 @@ def writer(local: ArtifactService) -> Iterator[tuple[subprocess.Popen[str], Path
     ) as child:
         try:
             assert child.stdout is not None
-            assert child.stdout.readline() == "written\n"
+            assert child.stdout.readline() == "received\n"
+            # The first batch is written while the second is asked for: wait until it is all in the file.
+            assert wait_for(lambda: [t.stat().st_size for t in (root / "tmp").glob("*.part")] == [2 * MiB])
             [temp] = list((root / "tmp").glob("*.part"))
             yield child, temp
         finally:
