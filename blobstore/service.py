@@ -10,6 +10,7 @@ edges as :attr:`ArtifactService.uploads`.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable
@@ -265,25 +266,18 @@ class ArtifactService:
                 metadata=metadata,
                 media=probe(mime, head),
             )
+            commit = functools.partial(
+                self.repo.commit_artifact,
+                artifact=new,
+                quota=self.settings.namespace_quota_bytes,
+                completion=completion,
+            )
             try:
-                result = await self.repo.commit_artifact(
-                    blob=blob,
-                    artifact=new,
-                    quota=self.settings.namespace_quota_bytes,
-                    completion=completion,
-                    now=self.clock(),
-                    dedup_only=not kept,
-                )
+                result = await commit(blob=blob, now=self.clock(), dedup_only=not kept)
             except ContentNotLive:
                 blob = await self._keep(blob, head)
                 kept = True
-                result = await self.repo.commit_artifact(
-                    blob=blob,
-                    artifact=new,
-                    quota=self.settings.namespace_quota_bytes,
-                    completion=completion,
-                    now=self.clock(),
-                )
+                result = await commit(blob=blob, now=self.clock())
         except BaseException:
             # Nothing references this generation: remove it now rather than leave it to the orphan sweep.
             if kept:
