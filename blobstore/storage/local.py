@@ -26,9 +26,10 @@ directory) so that later publishes into it need no ``mkdir`` and no fsync of its
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import shutil
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -241,22 +242,17 @@ class LocalBlobStore(StagedWrites):
         area = self._area(staging_ref)
         if await self._run(is_inplace_area, area):
             commit = InPlaceCommitSink(self, area)
-            await _opened(commit)
+            await _opening(commit, commit.open)
             return commit
         return await self._staging_sink(staging_ref)
 
     async def _chunk_sink(self, staging_ref: str, index: int) -> ChunkSink:
         chunk = InPlaceChunkSink(self, self._area(staging_ref), index)
-        try:
-            started = await self._run(chunk.start)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await chunk.discard()
-            raise
+        started = await _opening(chunk, functools.partial(self._run, chunk.start))
         if started is None:
             return await self._staging_sink(staging_ref)
         if not started:
-            await _opened(chunk)
+            await _opening(chunk, chunk.open)
         return chunk
 
     async def _staging_sink(self, staging_ref: str) -> _StagingSink:
@@ -509,10 +505,10 @@ class LocalBlobStore(StagedWrites):
             return None
 
 
-async def _opened(sink: InPlaceChunkSink | InPlaceCommitSink) -> None:
-    """Open ``sink``; on failure release what it took (its descriptors, and so its lock)."""
+async def _opening(sink: InPlaceChunkSink | InPlaceCommitSink, step: Callable[[], Awaitable[T]]) -> T:
+    """Run a step of opening ``sink``; on failure release what it took (its descriptors, and so its lock)."""
     try:
-        await sink.open()
+        return await step()
     except BaseException:
         with anyio.CancelScope(shield=True):
             await sink.discard()

@@ -56,6 +56,7 @@ async def test_a_direct_request_gets_a_chunked_upload_when_presigning_is_off(
     body = begun.json()
     assert body["direct"] is False
     assert body["direct_parts"] is None
+    assert body["direct_offered"] is False  # a client need not hash its file before it begins
     upload_id = body["upload_id"]
     parts = await plain_api.post(f"/v1/uploads/{upload_id}/parts")
     assert parts.status_code == 409

@@ -87,6 +87,10 @@ async def test_the_begin_answer_offers_s3_parts_and_chunks_are_refused(
     data = os.urandom(PART + 10)
     begun = await begin(api, data)
     assert begun["direct"] is True
+    assert begun["direct_offered"] is True
+    undeclared = await api.post("/v1/uploads", json={"name": "later.bin", "size": len(data), "direct": True})
+    # Without a sha256 the upload is an ordinary one, but the answer says a direct one was to be had.
+    assert (undeclared.json()["direct"], undeclared.json()["direct_offered"]) == (False, True)
     offer = begun["direct_parts"]
     assert offer["part_size"] == PART == begun["chunk_size"]
     assert offer["part_count"] == 2
