@@ -38,7 +38,10 @@ async def serve_stdio(settings: Settings) -> None:
 )
 def mcp_command(data_dir: str | None, namespace: str | None) -> None:
     """Serve the artifact store over MCP on stdio."""
+    from blobstore.allocator import keep_freed_memory
+
     settings = settings_from(data_dir=data_dir, mcp_namespace=namespace)
+    keep_freed_memory()
     try:
         anyio.run(serve_stdio, settings)
     except BlobstoreError as exc:
