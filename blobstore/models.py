@@ -59,7 +59,8 @@ class BlockDigests(Sequence[str]):
 
     def __init__(self, text: str) -> None:
         count = (len(text) + 1) // (self.WIDTH + 1) if text else 0
-        if text and len(text) != count * (self.WIDTH + 1) - 1:
+        step = self.WIDTH + 1
+        if text and (len(text) != count * step - 1 or text[self.WIDTH :: step] != "," * (count - 1)):
             raise ValueError("block digests are not 32 hex digits each")
         self._text = text
         self._count = count

@@ -47,7 +47,9 @@ def test_block_digests_are_not_equal_to_a_string() -> None:
     assert BlockDigests(text) == (text,)
 
 
-@pytest.mark.parametrize("text", ["abc", "0" * 32 + ",12", "0" * 33, "0" * 32 + ","])
+@pytest.mark.parametrize(
+    "text", ["abc", "0" * 32 + ",12", "0" * 33, "0" * 32 + ",", "0" * 31 + "," + "1" * 33, "0" * 65]
+)
 def test_block_digests_of_another_width_are_refused_and_parse_splits_them(text: str) -> None:
     with pytest.raises(ValueError, match="32 hex digits"):
         BlockDigests(text)
