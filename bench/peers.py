@@ -82,17 +82,23 @@ def status_kib(pid: int, key: str) -> int:
     return 0
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of the process tree so far (its workers included)."""
+def cpu_times(pid: int) -> tuple[float, float]:
+    """User and system CPU time of the process tree so far (its workers included)."""
     ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
+    user = system = 0
     for member in process_tree(pid):
         try:
             fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
-    return total / ticks
+        user += int(fields[11])  # utime, stime: fields 14 and 15 of stat
+        system += int(fields[12])
+    return user / ticks, system / ticks
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of the process tree so far (its workers included)."""
+    return sum(cpu_times(pid))
 
 
 def peak_rss_mib(pid: int) -> float:

@@ -22,6 +22,7 @@ import json
 import os
 import platform
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -43,6 +44,7 @@ from peers import (
     Registry,
     blobstore_serve,
     cpu_seconds,
+    cpu_times,
     docker_registry,
     find_binary,
     nginx,
@@ -269,33 +271,73 @@ def upload_registry(t: Targets) -> float:
     return t.payload.size / MiB / seconds
 
 
+def children_cpu() -> float:
+    """User + system CPU time of this process's finished children (the clients it ran) so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def bench_uploads(t: Targets, runs: int) -> list[Row]:
     single = Row("single-request upload (sha256 checked, fsynced), curl -T", "MiB/s", goal="≥ 0.8")
     chunked = Row("chunked upload, `blobstore upload --parallel 4`", "MiB/s", goal="≥ 0.8")
     vs_registry = Row("single-request upload", "MiB/s", goal="≥ 1.0")
+    # The MiB/s of a large upload swings with how the kernel finds page-cache pages; CPU per GiB, split into
+    # user (the program) and system (the kernel), says which side moved.
+    single_cpu = Row("single-request upload: server CPU per GiB", "s", higher_is_better=False)
+    chunked_cpu = Row("chunked upload: server + client CPU per GiB", "s", higher_is_better=False)
     nginx_samples: list[float] = []
     registry_samples: list[float] = []
     runners: dict[str, Callable[[Targets], float]] = {
         "single": upload_ours_single,
         "chunked": upload_ours_chunked,
     }
+    pids = {"single": t.ours.pid, "chunked": t.ours.pid}
     if t.nginx is not None:
         runners["nginx"] = upload_nginx
+        pids["nginx"] = t.nginx.pid
     if t.registry is not None:
         runners["registry"] = upload_registry
     samples = {"single": single.ours, "chunked": chunked.ours, "nginx": nginx_samples}
     samples["registry"] = registry_samples
+    # Per GiB: (server user, server system, client) of each run.
+    costs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in pids}
+    gib = t.payload.size / (1024 * MiB)
     for run, name in rotations(list(runners), runs + 1):
+        before = cpu_times(pids[name]) if name in pids else (0.0, 0.0)
+        client_before = children_cpu()
         value = runners[name](t)
         if run:  # run 0 warms up
             samples[name].append(value)
+            if name in pids:
+                after = cpu_times(pids[name])
+                client = children_cpu() - client_before
+                costs[name].append(((after[0] - before[0]) / gib, (after[1] - before[1]) / gib, client / gib))
     if t.nginx is not None:
         (t.nginx.root / "up" / "payload.bin").unlink(missing_ok=True)
     single.peer_name = chunked.peer_name = "nginx PUT"
     single.peer = chunked.peer = nginx_samples
     vs_registry.ours = single.ours
     vs_registry.peer_name, vs_registry.peer = "docker-registry monolithic PUT", registry_samples
-    return [single, chunked, vs_registry]
+    single_cpu.ours = [user + system for user, system, _ in costs["single"]]
+    chunked_cpu.ours = [user + system + client for user, system, client in costs["chunked"]]
+    if costs.get("nginx"):
+        single_cpu.peer_name = "nginx PUT"
+        single_cpu.peer = [user + system for user, system, _ in costs["nginx"]]
+        chunked_cpu.peer_name = "nginx PUT + curl"
+        chunked_cpu.peer = [user + system + client for user, system, client in costs["nginx"]]
+    single_cpu.note = "server user / system, client: " + split_note(costs, ours="single", nginx="nginx")
+    chunked_cpu.note = "server user / system, client: " + split_note(costs, ours="chunked", nginx="nginx")
+    return [single, chunked, vs_registry, single_cpu, chunked_cpu]
+
+
+def split_note(costs: dict[str, list[tuple[float, float, float]]], **sides: str) -> str:
+    """Median server user, server system and client CPU seconds of each side, as ``label u / s, c``."""
+    parts = []
+    for label, name in sides.items():
+        if costs.get(name):
+            user, system, client = (statistics.median(column) for column in zip(*costs[name], strict=True))
+            parts.append(f"{label} {user:.2f} / {system:.2f}, {client:.2f}")
+    return "; ".join(parts)
 
 
 def bench_downloads(t: Targets, runs: int) -> list[Row]:

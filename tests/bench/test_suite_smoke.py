@@ -22,6 +22,8 @@ pytestmark = pytest.mark.e2e
 WORKLOADS = (
     "single-request upload (sha256 checked, fsynced)",
     "chunked upload",
+    "single-request upload: server CPU per GiB",
+    "chunked upload: server + client CPU per GiB",
     "full download, curl",
     "1 KiB single-request uploads",
     "4 KiB MCP read",
