@@ -280,19 +280,22 @@ def _join_ahead(store: LocalBlobStore, area: Path, receipts: int, data: int, chu
 def _extend_join(join: JoinAhead, receipts: int, data: int, chunk_size: int) -> None:
     buffer: bytearray | None = None
     budget = _JOIN_BUDGET
-    while budget > 0 and (receipt := _read_record(receipts, join.next_index)) is not None:
-        budget -= receipt.size
-        if buffer is None:
-            buffer = bytearray(min(_JOIN_PIECE, chunk_size))
+    while budget > 0:
         try:
+            receipt = _read_record(receipts, join.next_index)
+            if receipt is None:
+                return
             if receipt.size > chunk_size:
                 raise Corruption(chunk=receipt.index)
+            if buffer is None:
+                buffer = bytearray(min(_JOIN_PIECE, chunk_size))
             _join_chunk(data, receipt, chunk_size, join.writer, buffer)
         except (OSError, Corruption):
             # The chunk is accepted and durable whatever this finds: the completion hashes these bytes
             # again from the start and meets the same failure there, where it is an error to report.
             join.broken = True
             return
+        budget -= receipt.size
         join.receipts.append(receipt)
         if receipt.size < chunk_size:
             return  # a short chunk is the last one: nothing can follow it

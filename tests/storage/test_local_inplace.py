@@ -424,6 +424,30 @@ async def test_a_chunk_changed_at_rest_before_the_join_reached_it_fails_the_comp
         await store.stage_commit(ref, receipts, expected_size=len(data))
 
 
+async def test_a_join_that_cannot_read_the_receipts_leaves_the_accepted_chunk_accepted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = store_at(tmp_path / "store")
+    ref = await store.stage_begin("u_eio", chunk_size=CHUNK)
+    data = os.urandom(2 * CHUNK)
+    read_record = local_inplace._read_record
+
+    def failing(fd: int, index: int) -> ChunkReceipt | None:
+        if threading.current_thread() is not threading.main_thread() and index == 1:
+            raise OSError(5, "Input/output error")
+        return read_record(fd, index)
+
+    monkeypatch.setattr(local_inplace, "_read_record", failing)
+    first = await put_all(store, ref, data, [0])  # the join reaches chunk 0, then fails to read record 1
+    (join,) = store.joins_ahead._joins.values()
+    assert join.broken
+    monkeypatch.setattr(local_inplace, "_read_record", read_record)
+    receipts = first + await put_all(store, ref, data, [1])
+    assert sorted(read_records(tmp_path / "store" / "staging" / ref)) == [0, 1]
+    blob = await store.stage_commit(ref, receipts, expected_size=len(data))  # hashed from the start
+    assert (blob.sha256, blob.block_xxh3) == expected_blob(data, store.block_size)
+
+
 async def test_a_join_that_saw_other_receipts_is_not_used(tmp_path: Path) -> None:
     store = store_at(tmp_path / "store")
     ref = await store.stage_begin("u_other", chunk_size=CHUNK)
