@@ -135,7 +135,8 @@ def list_command(data_dir: str | None, namespace: str | None, as_json: bool) -> 
         )
 
 
-@token_group.command("revoke")
+# Ids minted before new ones stopped beginning with "-" look like options; revoke takes them as written.
+@token_group.command("revoke", context_settings={"ignore_unknown_options": True})
 @data_dir_option
 @click.argument("token_id")
 def revoke_command(data_dir: str | None, token_id: str) -> None:

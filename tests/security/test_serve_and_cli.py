@@ -5,8 +5,10 @@ it is given."""
 from __future__ import annotations
 
 import json
+import secrets
 import sys
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
@@ -14,8 +16,9 @@ import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 
+from blobstore.auth import hash_secret
 from blobstore.config import Settings
-from blobstore.models import Caller
+from blobstore.models import Caller, Scope, TokenRecord
 from blobstore.runtime import open_service
 from tests.fixtures.commands import run_cli, run_command
 from tests.fixtures.server import BLOBSTORE, start_server, stop_server
@@ -107,6 +110,32 @@ def test_token_cli_prints_the_secret_once_and_stores_only_its_hash(tmp_path: Pat
         ("token_revoke", made["id"], "cli"),
     ]
     assert secret not in (tmp_path / "audit.jsonl").read_text()
+
+
+@pytest.mark.parametrize("token_id", ["-LJNb8MZW0eQ3YM-", "--Nb8MZW0eQ3YM-x"])
+async def test_token_cli_revokes_an_older_token_whose_id_begins_with_a_dash(
+    tmp_path: Path, token_id: str
+) -> None:
+    # New ids never begin with "-"; older ones must stay revocable exactly as `token list` shows them.
+    env = clean_env(tmp_path)
+    create_token(env, "ci", "read")  # creates and migrates the database the CLI works on
+    older = TokenRecord(
+        id=token_id,
+        namespace="ci",
+        scopes=frozenset({Scope.READ}),
+        description=None,
+        created_at=datetime.now(UTC),
+        expires_at=None,
+        revoked_at=None,
+    )
+    async with open_service(Settings(data_dir=tmp_path / "data")) as service:
+        await service.repo.insert_token(older, hash_secret(secrets.token_urlsafe(32)))
+
+    revoked = run_cli(["token", "revoke", token_id], env)
+    assert revoked.returncode == 0, revoked.stderr
+    states = {row["id"]: row["state"] for row in json.loads(run_cli(["token", "list", "--json"], env).stdout)}
+    assert states[token_id] == "revoked"
+    assert run_cli(["token", "revoke", token_id], env).returncode == 1
 
 
 @pytest.mark.parametrize(
