@@ -271,6 +271,12 @@ def upload_registry(t: Targets) -> float:
     return t.payload.size / MiB / seconds
 
 
+def own_cpu() -> float:
+    """User + system CPU time of this process so far (the clients it runs in process)."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
+
+
 def children_cpu() -> float:
     """User + system CPU time of this process's finished children (the clients it ran) so far."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -411,21 +417,41 @@ async def small_uploads(url: Callable[[int], str], method: str, count: int, in_f
         return count / (time.perf_counter() - started)
 
 
-def bench_small_uploads(t: Targets, runs: int, count: int) -> Row:
+def bench_small_uploads(t: Targets, runs: int, count: int) -> list[Row]:
     row = Row("1 KiB single-request uploads, 16 in flight, httpx", "uploads/s", goal="≥ 1,000 (absolute)")
+    # Client and server share this machine's cores: the sum of their CPU per upload bounds the rate
+    # (``os.cpu_count()`` cores / that sum), whatever either side's latency.
+    cpu = Row("1 KiB uploads: server + client CPU per upload", "ms", higher_is_better=False)
     urls: dict[str, tuple[Callable[[int], str], str, list[float]]] = {
         "ours": (lambda n: f"{t.ours.base}/v1/artifacts?name=small-{n}.bin", "POST", row.ours)
     }
+    pids = {"ours": t.ours.pid}
     if t.nginx is not None:
         nginx_base = t.nginx.base
         urls["nginx"] = (lambda n: f"{nginx_base}/up/small-{n}.bin", "PUT", row.peer)
+        pids["nginx"] = t.nginx.pid
         row.peer_name, row.note = "nginx PUT (not fsynced)", "reference only"
+    # Per upload, ms: (server user, server system, client) of each run.
+    costs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in urls}
     for run, name in rotations(list(urls), runs + 1):
         make_url, method, samples = urls[name]
-        value = asyncio.run(small_uploads(make_url, method, count if run else count // 4, 16))
-        if run:
+        uploads = count if run else count // 4
+        before, client_before = cpu_times(pids[name]), own_cpu()
+        value = asyncio.run(small_uploads(make_url, method, uploads, 16))
+        if run:  # run 0 warms up
             samples.append(value)
-    return row
+            after, client = cpu_times(pids[name]), own_cpu() - client_before
+            per = 1000 / uploads
+            costs[name].append(((after[0] - before[0]) * per, (after[1] - before[1]) * per, client * per))
+    cpu.ours = [sum(parts) for parts in costs["ours"]]
+    if costs.get("nginx"):
+        cpu.peer_name, cpu.peer = "nginx PUT + httpx", [sum(parts) for parts in costs["nginx"]]
+    bound = 1000 * (os.cpu_count() or 1) / statistics.median(cpu.ours)
+    cpu.note = (
+        f"server user / system, client: {split_note(costs, ours='ours', nginx='nginx')}; "
+        f"{os.cpu_count()} cores at this CPU per upload: at most {bound:,.0f} uploads/s"
+    )
+    return [row, cpu]
 
 
 def bench_mcp(t: Targets, runs: int, ops: int, windows: int, work: Path) -> tuple[list[Row], float]:
@@ -572,7 +598,7 @@ def http_rows(args: argparse.Namespace, only: set[str], work: Path, extra: list[
         elif "ranges" in only:
             extra.append("- wrk is not installed: no ranges row (`apt-get install -y wrk`).")
         if "small" in only:
-            rows.append(bench_small_uploads(targets, args.runs, args.small_count))
+            rows.extend(bench_small_uploads(targets, args.runs, args.small_count))
             peak_of("1 KiB uploads")
         if "mcp" in only:
             mcp_rows, mcp_peak = bench_mcp(targets, args.runs, args.mcp_ops, args.windows, work)

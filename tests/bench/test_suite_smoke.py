@@ -26,6 +26,7 @@ WORKLOADS = (
     "chunked upload: server + client CPU per GiB",
     "full download, curl",
     "1 KiB single-request uploads",
+    "1 KiB uploads: server + client CPU per upload",
     "4 KiB MCP read",
     "1 MiB MCP windows",
     "peak RSS of `blobstore serve`",
