@@ -75,6 +75,10 @@ class Settings(BaseSettings):
     """Staged chunk size of tus uploads, whose PATCHes arrive at any offset and length
     (``blobstore.tus_uploads``); clamped into ``[min_chunk_size, max_chunk_size]``."""
     io_threads: int = Field(default=16, gt=0)
+    verified_block_seconds: float = Field(default=60.0, ge=0)
+    """On local disk, how long a block that a read checked against its XXH3 is trusted: a read within that
+    time reads only the bytes it answers (``blobstore.storage.verified_blocks``); 0 checks every block of
+    every read."""
 
     # Time.
     default_ttl_seconds: int = Field(default=7 * 24 * 3600, gt=0)

@@ -118,6 +118,7 @@ def blob_store_for(settings: Settings) -> BlobStore:
         block_size=settings.storage_chunk_size,
         io_threads=settings.io_threads,
         data_dir=settings.data_dir,
+        verified_block_seconds=settings.verified_block_seconds,
     )
 
 

@@ -57,11 +57,13 @@ def open_blob_store(
     block_size: int = DEFAULT_BLOCK_SIZE,
     io_threads: int = 8,
     data_dir: Path | None = None,
+    verified_block_seconds: float = 0,
 ) -> BlobStore:
     """Open the backend a storage URL names.
 
     ``memory://``; ``file:///abs/path`` (or ``file:`` with no path: ``<data_dir>/storage``);
     ``s3://bucket/prefix`` (credentials from the standard AWS environment and config files).
+    ``verified_block_seconds``: how long local disk trusts a block a read checked (``verified_blocks``).
     """
     parts = urlsplit(storage_url)
     scheme = parts.scheme.lower()
@@ -72,6 +74,7 @@ def open_blob_store(
             _local_root(parts.netloc, unquote(parts.path), data_dir),
             block_size=block_size,
             io_threads=io_threads,
+            verified_block_seconds=verified_block_seconds,
         )
     if scheme == "s3":
         from blobstore.storage.s3 import S3BlobStore

@@ -8,6 +8,7 @@ error, never wrong bytes.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from typing import Protocol
 
 from blobstore.digests import xxh3_hex
 from blobstore.errors import Corruption, InvalidRange
@@ -74,20 +75,46 @@ async def read_verified(
         raise Corruption(chunk=index)
 
 
+class CheckedBlocks(Protocol):
+    """Blocks of one object that were checked a moment ago, and a way to read a span of them alone."""
+
+    def holds(self, index: int) -> bool: ...
+
+    def add(self, index: int) -> None: ...
+
+    def read_span(self, offset: int, length: int) -> bytes: ...
+
+
 def read_verified_blocking(
-    blob: BlobInfo, offset: int, length: int | None, read_block: Callable[[int], bytes]
+    blob: BlobInfo,
+    offset: int,
+    length: int | None,
+    read_block: Callable[[int], bytes],
+    checked: CheckedBlocks | None = None,
 ) -> bytes:
     """The same checks as :func:`read_verified`, for a caller on a worker thread: ``read_block(index)``
-    returns one whole block, and the verified slice of the range comes back in one piece."""
+    returns one whole block, and the verified slice of the range comes back in one piece.
+
+    With ``checked``, a block it holds is read as the slice alone, and a block read whole and found sound is
+    added to it (``blobstore.storage.verified_blocks`` says what that trusts)."""
     start, end, first, last = block_span(offset, length, blob.size, blob.block_size)
     if first > last:
         return b""
     _check_block_count(blob)
     parts: list[bytes] = []
     for index in range(first, last + 1):
+        base = index * blob.block_size
+        low, high = max(start - base, 0), min(end - base, block_length(blob, index))
+        if checked is not None and checked.holds(index):
+            data = checked.read_span(base + low, high - low)
+            if len(data) != high - low:
+                raise Corruption(chunk=index)
+            parts.append(data)
+            continue
         # A short block (the object is shorter than its record says) fails the length check here.
         data = read_block(index)
         check_block(blob, index, data)
-        base = index * blob.block_size
-        parts.append(data[max(start - base, 0) : min(end - base, len(data))])
+        if checked is not None:
+            checked.add(index)
+        parts.append(data[low:high])
     return parts[0] if len(parts) == 1 else b"".join(parts)

@@ -63,6 +63,7 @@ from blobstore.storage.keys import (
 )
 from blobstore.storage.local_inplace import InPlaceChunkSink, InPlaceCommitSink, create_area, is_inplace_area
 from blobstore.storage.staging import check_staged
+from blobstore.storage.verified_blocks import VerifiedBlocks, file_identity
 from blobstore.storage.writes import BlobSink, ChunkSink, CommitSink, StagedWrites, blob_info
 
 T = TypeVar("T")
@@ -120,6 +121,27 @@ def _open_blob(path: Path) -> int:
         raise NotFound() from None
 
 
+class _CheckedFile:
+    """The remembered blocks of one open blob file (``CheckedBlocks`` of ``read_verified_blocking``)."""
+
+    __slots__ = ("_blob", "_fd", "_identity", "_verified")
+
+    def __init__(self, verified: VerifiedBlocks, fd: int, blob: BlobInfo) -> None:
+        self._verified = verified
+        self._fd = fd
+        self._blob = blob
+        self._identity = file_identity(fd)
+
+    def holds(self, index: int) -> bool:
+        return self._verified.holds(self._identity, index, self._blob.block_xxh3[index])
+
+    def add(self, index: int) -> None:
+        self._verified.add(self._identity, index, self._blob.block_xxh3[index])
+
+    def read_span(self, offset: int, length: int) -> bytes:
+        return _pread_full(self._fd, length, offset)
+
+
 class _TempFile:
     """An ``O_EXCL`` temp file in ``tmp/``; ``discard`` is idempotent and safe after a publish.
 
@@ -173,6 +195,7 @@ class LocalBlobStore(StagedWrites):
         block_size: int = DEFAULT_BLOCK_SIZE,
         io_threads: int = 8,
         directory_sync: DirectorySync | None = None,
+        verified_block_seconds: float = 0,
     ) -> None:
         if not root.is_absolute():
             raise InvalidRequest("local storage root must be an absolute path")
@@ -185,6 +208,7 @@ class LocalBlobStore(StagedWrites):
         self._staging = root / STAGING_DIR
         self._directories = directory_sync or DirectorySync()
         self.joins_ahead = JoinAheadTable()
+        self.verified_blocks = VerifiedBlocks(verified_block_seconds)
         # One byte per second-level fan-out directory: set once it exists and its entry is durable.
         self._fanout_ready = bytearray(_FANOUT_DIRS)
         try:
@@ -327,8 +351,11 @@ class LocalBlobStore(StagedWrites):
         try:
             fd = _open_blob(self.local_path(blob))
             try:
+                checked = (
+                    _CheckedFile(self.verified_blocks, fd, blob) if self.verified_blocks.enabled else None
+                )
                 return read_verified_blocking(
-                    blob, offset, length, lambda index: _pread_block(fd, blob, index)
+                    blob, offset, length, lambda index: _pread_block(fd, blob, index), checked
                 )
             finally:
                 os.close(fd)

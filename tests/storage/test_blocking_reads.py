@@ -17,10 +17,12 @@ from tests.fixtures.streams import chunks_of
 from tests.storage.conftest import BLOCK, FlipByte, read_all
 
 
-@pytest.fixture(params=["memory", "local"])
+@pytest.fixture(params=["memory", "local", "local-remembering"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SupportsBlockingRead]:
     url = "memory://" if request.param == "memory" else f"file://{tmp_path / 'store'}"
-    opened = open_blob_store(url, block_size=BLOCK, io_threads=4)
+    # "local-remembering": blocks a read checked are trusted for a minute (verified_blocks.py).
+    remember = 60.0 if request.param == "local-remembering" else 0.0
+    opened = open_blob_store(url, block_size=BLOCK, io_threads=4, verified_block_seconds=remember)
     assert isinstance(opened, SupportsBlockingRead)
     yield opened
     await opened.close()
@@ -53,6 +55,7 @@ async def test_read_blocking_gives_the_bytes_read_gives(
     got = await anyio.to_thread.run_sync(store.read_blocking, blob, offset, length)
     assert got == data[offset : offset + length]
     assert got == await read_all(_store(store), blob, offset, length)
+    assert store.read_blocking(blob, offset, length) == got  # again, from blocks checked a moment ago
 
 
 async def test_read_blocking_refuses_a_range_touching_a_corrupt_block(
