@@ -6,8 +6,9 @@ that is the copy out of the page cache. A block that a read checked is remembere
 file's identity (device, inode, size, modification and change times) and the digest it matched; a read in
 that time reads only the bytes it answers. Any write to the file changes its change time (which no program
 can set back), a replaced file is another inode, and the digest is part of the key, so what a remembered
-block can miss is only corruption below the file system (the disk's own, with the page not cached) within
-those seconds: the next check after them, or ``blobstore verify``, finds it. ``seconds <= 0`` checks every
+block can miss is corruption below the file system (the disk's own, with the page not cached) within those
+seconds, or a write to the published file (which the store never makes) racing the read itself: the next
+check after them, or ``blobstore verify``, finds it. ``seconds <= 0`` checks every
 block of every read.
 """
 
