@@ -8,8 +8,7 @@ that time reads only the bytes it answers. Any write to the file changes its cha
 can set back), a replaced file is another inode, and the digest is part of the key, so what a remembered
 block can miss is corruption below the file system (the disk's own, with the page not cached) within those
 seconds, or a write to the published file (which the store never makes) racing the read itself: the next
-check after them, or ``blobstore verify``, finds it. ``seconds <= 0`` checks every
-block of every read.
+check after them, or ``blobstore verify``, finds it. ``seconds <= 0`` checks every block of every read.
 """
 
 from __future__ import annotations
