@@ -475,18 +475,27 @@ async def run_cleanup(
 
 
 async def run_periodic_cleanup(
-    service: ArtifactService, interval: float, *, grace_seconds: int | None = None
+    service: ArtifactService,
+    interval: float,
+    *,
+    grace_seconds: int | None = None,
+    stop: anyio.Event | None = None,
 ) -> None:
-    """Run a full cleanup every ``interval`` seconds (with ±10 % jitter) until cancelled.
+    """Run a full cleanup every ``interval`` seconds (with ±10 % jitter) until ``stop`` is set (or cancelled).
 
     Meant for a server's lifespan task group. A failed run is logged and the next one tried: storage or the
-    database being briefly unavailable must not stop cleanup for the life of the server.
+    database being briefly unavailable must not stop cleanup for the life of the server. ``stop`` ends the
+    loop between runs: a run under way finishes first.
     """
     if interval <= 0:
         raise InvalidRequest("cleanup interval must be positive")
+    stop = stop or anyio.Event()
     while True:
         # Jitter keeps replicas started together from sweeping in lockstep.
-        await anyio.sleep(interval * random.uniform(0.9, 1.1))
+        with anyio.move_on_after(interval * random.uniform(0.9, 1.1)):
+            await stop.wait()
+        if stop.is_set():
+            return
         try:
             report = await run_cleanup(service, grace_seconds=grace_seconds)
         except BlobstoreError as exc:
@@ -505,17 +514,23 @@ async def periodic_cleanup(
 ) -> AsyncIterator[None]:
     """Run :func:`run_periodic_cleanup` in the background for the duration of the block (no-op for None).
 
+    Leaving the block waits for a run under way to finish instead of cancelling it: a database call
+    cancelled half-way invalidates its connection, and SQLAlchemy's aiosqlite adapter then leaves the close
+    of that connection waiting for good, which holds up the event loop's shutdown. A cancellation from
+    outside (the block's own task cancelled) still cancels the run.
+
     For a server lifespan: ``await stack.enter_async_context(periodic_cleanup(service,
     settings.cleanup_interval_seconds))``.
     """
     if interval is None:
         yield
         return
+    stop = anyio.Event()
     async with anyio.create_task_group() as group:
         group.start_soon(
-            functools.partial(run_periodic_cleanup, service, interval, grace_seconds=grace_seconds)
+            functools.partial(run_periodic_cleanup, service, interval, grace_seconds=grace_seconds, stop=stop)
         )
         try:
             yield
         finally:
-            group.cancel_scope.cancel()
+            stop.set()

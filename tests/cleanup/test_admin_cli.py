@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 from collections.abc import AsyncIterator, Callable
@@ -229,6 +230,24 @@ async def test_periodic_cleanup_expires_artifacts_in_the_background(local_settin
             with anyio.fail_after(30):
                 await expired.wait()
         assert await service.repo.get_artifact(caller.namespace, artifact.id, now=service.clock()) is None
+
+
+async def test_leaving_periodic_cleanup_lets_its_run_finish_and_leaves_no_task_behind(
+    local_settings: Settings,
+) -> None:
+    # A run cancelled inside a database call left SQLAlchemy's close of the invalidated connection pending
+    # for good, and the event loop's shutdown then waited on it forever (a CI run hung here).
+    before = asyncio.all_tasks()
+    caller = Caller(namespace="alpha")
+    async with open_service(local_settings) as service:
+        for index in range(20):
+            await upload(service, caller, f"item {index}".encode(), ttl_seconds=1)
+        service.clock = _shifted(service, 5)
+        for _ in range(5):
+            async with periodic_cleanup(service, 0.001):
+                await anyio.sleep(0.05)  # the runs follow each other: one is under way when the block ends
+    await anyio.sleep(0.1)
+    assert [task for task in asyncio.all_tasks() - before if task is not asyncio.current_task()] == []
 
 
 def _shifted(service: ArtifactService, seconds: float) -> Callable[[], datetime]:
