@@ -101,6 +101,11 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode("ascii")).hexdigest()
 
 
+def is_token_id(value: str) -> bool:
+    """True for text of a token id's form (which says nothing of whether the token exists)."""
+    return _TOKEN_ID.fullmatch(value) is not None
+
+
 def split_token(token: str) -> tuple[str, str] | None:
     """``(id, secret)`` of a well-formed token, else None. Split by length: the alphabet contains ``_``."""
     if not token.startswith(TOKEN_PREFIX):

@@ -16,6 +16,7 @@ import click
 from blobstore.auth import (
     IssuedToken,
     create_token,
+    is_token_id,
     parse_expiry,
     parse_scopes,
     token_state,
@@ -135,12 +136,15 @@ def list_command(data_dir: str | None, namespace: str | None, as_json: bool) -> 
         )
 
 
-# Ids minted before new ones stopped beginning with "-" look like options; revoke takes them as written.
+# Ids minted before new ones stopped beginning with "-" look like options; revoke takes them as written, and
+# refuses anything else that begins with "-" as the unknown option it is.
 @token_group.command("revoke", context_settings={"ignore_unknown_options": True})
 @data_dir_option
 @click.argument("token_id")
 def revoke_command(data_dir: str | None, token_id: str) -> None:
     """Revoke a token by its id; requests with it fail from now on."""
+    if token_id.startswith("-") and not is_token_id(token_id):
+        raise click.NoSuchOption(token_id.split("=", 1)[0])
     settings = settings_from(data_dir=data_dir)
 
     async def action(repo: MetadataRepository) -> TokenRecord | None:

@@ -138,6 +138,16 @@ async def test_token_cli_revokes_an_older_token_whose_id_begins_with_a_dash(
     assert run_cli(["token", "revoke", token_id], env).returncode == 1
 
 
+@pytest.mark.parametrize("option", ["--bogus", "--dat-dir=/tmp/x", "-x"])
+def test_token_revoke_still_refuses_an_unknown_option(tmp_path: Path, option: str) -> None:
+    # Ids that begin with "-" are taken as written; anything else that looks like an option is one.
+    env = clean_env(tmp_path)
+    create_token(env, "ci", "read")
+    done = run_cli(["token", "revoke", option], env)
+    assert done.returncode == 2
+    assert f"No such option '{option.split('=')[0]}'" in done.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
