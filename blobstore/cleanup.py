@@ -489,7 +489,7 @@ async def run_periodic_cleanup(
     """
     if interval <= 0:
         raise InvalidRequest("cleanup interval must be positive")
-    stop = stop or anyio.Event()
+    stop = stop if stop is not None else anyio.Event()
     while True:
         # Jitter keeps replicas started together from sweeping in lockstep.
         with anyio.move_on_after(interval * random.uniform(0.9, 1.1)):

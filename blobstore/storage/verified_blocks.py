@@ -23,7 +23,7 @@ FileIdentity = tuple[int, int, int, int, int]
 """``(st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns)`` of one open blob file."""
 
 DEFAULT_CAPACITY = 4096
-"""Blocks remembered at most (4 GiB of 1 MiB blocks, about a MiB of memory); least recently used go first."""
+"""Blocks remembered at most (4 GiB of 1 MiB blocks, about 2 MiB of memory); least recently used go first."""
 
 
 def file_identity(fd: int) -> FileIdentity:
