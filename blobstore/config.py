@@ -79,6 +79,9 @@ class Settings(BaseSettings):
     """On local disk, how long a block that a read checked against its XXH3 is trusted: a read within that
     time reads only the bytes it answers (``blobstore.storage.verified_blocks``); 0 checks every block of
     every read."""
+    inline_reads: bool = True
+    """Over SQLite and local disk (or memory), whether a small read whose bytes are in the page cache is done
+    on the event loop instead of a worker thread (``blobstore.nowait``)."""
 
     # Time.
     default_ttl_seconds: int = Field(default=7 * 24 * 3600, gt=0)

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -40,13 +40,24 @@ from blobstore.events import ArtifactChange, ArtifactEvent, ArtifactEvents
 from blobstore.ids import check_id, new_artifact_id
 from blobstore.media import PROBE_BYTES, probe, resolve_mime
 from blobstore.metadata.repository import MetadataRepository
-from blobstore.models import UNSET, Artifact, BlobInfo, Caller, CompletionClaim, NewArtifact, Page
+from blobstore.models import (
+    UNSET,
+    Artifact,
+    BlobInfo,
+    BlobRecord,
+    Caller,
+    CompletionClaim,
+    NewArtifact,
+    Page,
+)
+from blobstore.nowait import WouldBlock
 from blobstore.ranges import Window, window
 from blobstore.storage.base import (
     NOT_KEPT,
     BlobStore,
     Present,
     SupportsBlockingRead,
+    SupportsCachedRead,
     SupportsLocalPath,
     SupportsPresign,
 )
@@ -125,6 +136,7 @@ class ArtifactService:
         self._read_limiter = anyio.CapacityLimiter(_READ_THREADS)
         self._blocking_checked: object = None
         self._blocking: SupportsBlockingRead | None = None
+        self._cached: SupportsCachedRead | None = None
         self.uploads = UploadManager(
             settings=settings,
             repo=repo,
@@ -337,20 +349,35 @@ class ArtifactService:
         """Look the artifact up, let ``choose`` decide from it what to read, and read that span (verified).
 
         Over a SQLite file and a blob store with blocking reads (local disk, memory), the whole of it is one
-        worker-thread call: a small range read costs one handoff to a thread instead of two, and the handoff,
-        not the read, is most of what such a read costs. Elsewhere (PostgreSQL, S3) the same steps run one
+        call: on the event loop when nothing it needs would wait (the span's bytes in the page cache, no lock
+        on the database: ``blobstore.nowait``), else on a worker thread. The handoff to a thread and back,
+        not the read, is most of what a small read costs. Elsewhere (PostgreSQL, S3) the same steps run one
         after the other. The span is read into memory whole: ``choose`` keeps it small (a window's worth) and
-        leaves longer ones to :meth:`stream`. NotFound for missing, expired and foreign ids.
+        leaves longer ones to :meth:`stream`; it may be called twice (a read on the event loop that would
+        wait is done again on the thread). NotFound for missing, expired and foreign ids.
         """
         artifact_id = check_id(artifact_id)
         now = self.clock()
         blobs = self._blocking_blobs()
         if blobs is not None and self.repo.blocking_reads:
+            namespace = caller.namespace
+            if self._cached is not None:
+                try:
+                    return _read_range_at_once(
+                        self.repo.get_artifact_with_blob_nowait,
+                        self._cached.read_cached,
+                        namespace,
+                        artifact_id,
+                        now,
+                        choose,
+                    )
+                except WouldBlock:
+                    pass
             return await anyio.to_thread.run_sync(
-                _read_range_blocking,
-                self.repo,
-                blobs,
-                caller.namespace,
+                _read_range_at_once,
+                self.repo.get_artifact_with_blob_blocking,
+                blobs.read_blocking,
+                namespace,
                 artifact_id,
                 now,
                 choose,
@@ -373,6 +400,8 @@ class ArtifactService:
         blobs = self.blobs
         if self._blocking_checked is not blobs:
             self._blocking = blobs if isinstance(blobs, SupportsBlockingRead) else None
+            cached = blobs if isinstance(blobs, SupportsCachedRead) else None
+            self._cached = cached if self.settings.inline_reads else None
             self._blocking_checked = blobs
         return self._blocking
 
@@ -465,15 +494,22 @@ class ArtifactService:
         return updated
 
 
-def _read_range_blocking(
-    repo: MetadataRepository,
-    blobs: SupportsBlockingRead,
+class _Lookup(Protocol):
+    def __call__(
+        self, namespace: str, artifact_id: str, *, now: datetime
+    ) -> tuple[Artifact, BlobRecord] | None: ...
+
+
+def _read_range_at_once(
+    lookup: _Lookup,
+    read: Callable[[BlobInfo, int, int], bytes],
     namespace: str,
     artifact_id: str,
     now: datetime,
     choose: RangeChoice[P],
 ) -> RangeRead[P]:
-    found = repo.get_artifact_with_blob_blocking(namespace, artifact_id, now=now)
+    """The lookup, the choice and the read of a range in one synchronous call (see ``read_range``)."""
+    found = lookup(namespace, artifact_id, now=now)
     if found is None:
         raise NotFound()
     artifact, record = found
@@ -481,7 +517,7 @@ def _read_range_blocking(
     data = None
     if span is not None:
         start, end = span
-        data = blobs.read_blocking(record.info, start, end - start)
+        data = read(record.info, start, end - start)
     return RangeRead(artifact, record.info, plan, data)
 
 

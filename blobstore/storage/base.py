@@ -12,7 +12,8 @@ keeps (so chunks of one upload may arrive at different replicas), ``stage_put`` 
 
 Optional capabilities are separate protocols, checked with ``isinstance``: :class:`SupportsLocalPath`
 (zero-copy downloads from local disk), :class:`SupportsBlockingRead` (a verified range read inside a worker
-thread's call) and :class:`SupportsPresign` (redirects to presigned S3 URLs).
+thread's call), :class:`SupportsCachedRead` (the same read on the event loop when it needs no disk) and
+:class:`SupportsPresign` (redirects to presigned S3 URLs).
 """
 
 from __future__ import annotations
@@ -177,6 +178,22 @@ class SupportsBlockingRead(Protocol):
     def read_blocking(self, blob: BlobInfo, offset: int, length: int) -> bytes:
         """Bytes ``[offset, offset+length)`` in one piece, every block they touch checked first, as
         :meth:`BlobStore.read` does (``Corruption``, ``NotFound``). Blocks: call it off the event loop."""
+        ...
+
+
+@runtime_checkable
+class SupportsCachedRead(Protocol):
+    """A backend that can answer a read from memory alone, without waiting (local disk's page cache, memory).
+
+    The service's range read tries it on the event loop first (``blobstore.nowait``) and, when it raises
+    :class:`~blobstore.nowait.WouldBlock`, reads again with :meth:`SupportsBlockingRead.read_blocking` on a
+    worker thread.
+    """
+
+    def read_cached(self, blob: BlobInfo, offset: int, length: int) -> bytes:
+        """What :meth:`SupportsBlockingRead.read_blocking` returns, with the same checks, when every byte it
+        needs is in memory; ``WouldBlock`` (nothing returned) when any is not, or when the object is
+        shorter than its record (the blocking read then tells ``Corruption``). Never waits for the disk."""
         ...
 
 

@@ -25,6 +25,7 @@ directory) so that later publishes into it need no ``mkdir`` and no fsync of its
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import functools
 import os
@@ -32,7 +33,7 @@ import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -49,6 +50,7 @@ from blobstore.errors import (
     from_os_error,
 )
 from blobstore.models import BlobInfo, ChunkReceipt, StagingEntry, StoredObject
+from blobstore.nowait import WouldBlock
 from blobstore.storage.base import DEFAULT_BLOCK_SIZE, NOT_KEPT, Present
 from blobstore.storage.dir_sync import DirectorySync
 from blobstore.storage.integrity import block_length, read_verified, read_verified_blocking
@@ -67,6 +69,8 @@ from blobstore.storage.verified_blocks import VerifiedBlocks, file_identity
 from blobstore.storage.writes import BlobSink, ChunkSink, CommitSink, StagedWrites, blob_info
 
 T = TypeVar("T")
+_Pread = Callable[[int, int, int], bytes]
+"""``(fd, length, offset)`` to the bytes there: a plain read, or one from the page cache alone."""
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -110,6 +114,36 @@ def _pread_full(fd: int, length: int, offset: int) -> bytes:
     return b"".join(parts)
 
 
+_NOWAIT: Final = getattr(os, "RWF_NOWAIT", None)
+"""``preadv2``'s flag for "only what is in the page cache" (Linux); None elsewhere, where nothing is read
+on the event loop."""
+
+_REFUSED: Final = frozenset({errno.EAGAIN, errno.EOPNOTSUPP})
+"""Errors of an ``RWF_NOWAIT`` read that mean "not without waiting" (or a file system that cannot say)."""
+
+
+def _pread_cached(fd: int, length: int, offset: int) -> bytes:
+    """``length`` bytes at ``offset`` from the page cache, or WouldBlock.
+
+    preadv2(2): "If this flag is specified, the preadv2() system call will return instantly if it would have
+    to read data from the backing storage or wait for a lock. If some data was successfully read, it will
+    return the number of bytes read." A short count is therefore no verdict on the file's length: the
+    blocking read, which the caller falls back to, makes it.
+    """
+    if _NOWAIT is None:
+        raise WouldBlock
+    buffer = bytearray(length)
+    try:
+        got = os.preadv(fd, [buffer], offset, _NOWAIT)
+    except OSError as exc:
+        if exc.errno in _REFUSED:
+            raise WouldBlock from None
+        raise
+    if got != length:
+        raise WouldBlock
+    return bytes(buffer)
+
+
 def _pread_block(fd: int, blob: BlobInfo, index: int) -> bytes:
     return _pread_full(fd, block_length(blob, index), index * blob.block_size)
 
@@ -124,12 +158,13 @@ def _open_blob(path: Path) -> int:
 class _CheckedFile:
     """The remembered blocks of one open blob file (``CheckedBlocks`` of ``read_verified_blocking``)."""
 
-    __slots__ = ("_blob", "_fd", "_identity", "_verified")
+    __slots__ = ("_blob", "_fd", "_identity", "_pread", "_verified")
 
-    def __init__(self, verified: VerifiedBlocks, fd: int, blob: BlobInfo) -> None:
+    def __init__(self, verified: VerifiedBlocks, fd: int, blob: BlobInfo, pread: _Pread) -> None:
         self._verified = verified
         self._fd = fd
         self._blob = blob
+        self._pread = pread
         self._identity = file_identity(fd)
 
     def holds(self, index: int) -> bool:
@@ -139,7 +174,7 @@ class _CheckedFile:
         self._verified.add(self._identity, index, self._blob.block_xxh3[index])
 
     def read_span(self, offset: int, length: int) -> bytes:
-        return _pread_full(self._fd, length, offset)
+        return self._pread(self._fd, length, offset)
 
 
 class _TempFile:
@@ -348,15 +383,25 @@ class LocalBlobStore(StagedWrites):
             raise
 
     def read_blocking(self, blob: BlobInfo, offset: int, length: int) -> bytes:
+        return self._read_verified(blob, offset, length, _pread_full)
+
+    def read_cached(self, blob: BlobInfo, offset: int, length: int) -> bytes:
+        if _NOWAIT is None:
+            raise WouldBlock  # before the open: no platform flag, no read on the event loop
+        return self._read_verified(blob, offset, length, _pread_cached)
+
+    def _read_verified(self, blob: BlobInfo, offset: int, length: int, pread: _Pread) -> bytes:
         try:
             fd = _open_blob(self.local_path(blob))
             try:
-                checked = (
-                    _CheckedFile(self.verified_blocks, fd, blob) if self.verified_blocks.enabled else None
-                )
-                return read_verified_blocking(
-                    blob, offset, length, lambda index: _pread_block(fd, blob, index), checked
-                )
+                verified = self.verified_blocks
+                checked = _CheckedFile(verified, fd, blob, pread) if verified.enabled else None
+                size = blob.block_size
+
+                def read_block(index: int) -> bytes:
+                    return pread(fd, block_length(blob, index), index * size)
+
+                return read_verified_blocking(blob, offset, length, read_block, checked)
             finally:
                 os.close(fd)
         except OSError as exc:

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import sqlite3
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
 from blobstore.errors import ContentNotLive
 from blobstore.metadata.repository import MetadataRepository
+from blobstore.metadata.repository.sqlite_reads import SqliteLookups
 from blobstore.metadata.tables import artifacts
 from blobstore.models import UNSET
+from blobstore.nowait import WouldBlock
+from tests.fixtures.pg import opened_repository
 from tests.metadata.helpers import T0, blob_info, new_artifact
 
 
@@ -283,6 +288,33 @@ async def test_content_lookup_reads_every_field_back_as_committed(repo: Metadata
     assert blob == result.blob
     if repo.blocking_reads:
         assert repo.get_artifact_with_blob_blocking("ns", result.artifact.id, now=later) == found
+        assert repo.get_artifact_with_blob_nowait("ns", result.artifact.id, now=later) == found
+
+
+# The event loop's lookups are SQLite's; PostgreSQL's go through the async driver.
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_a_lookup_that_must_not_wait_refuses_a_locked_database_at_once(database_url: str) -> None:
+    path = Path(database_url.removeprefix("sqlite+aiosqlite:///"))
+    async with opened_repository(database_url) as repo:
+        result = await repo.commit_artifact(blob=blob_info(b"locked out"), artifact=new_artifact())
+    artifact_id = result.artifact.id
+    # A connection in exclusive locking mode keeps its lock after its write: WAL readers would have to wait.
+    holder = sqlite3.connect(path, isolation_level=None)
+    lookups = SqliteLookups(path)
+    try:
+        holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+        holder.execute("BEGIN IMMEDIATE")
+        holder.execute("UPDATE artifacts SET name = name")
+        holder.execute("COMMIT")
+        with pytest.raises(WouldBlock):
+            lookups.artifact_with_blob("ns", artifact_id, T0, wait=False)
+        holder.close()
+        found = lookups.artifact_with_blob("ns", artifact_id, T0, wait=False)
+        assert found is not None
+        assert found[0] == result.artifact
+    finally:
+        holder.close()
+        lookups.close()
 
 
 async def test_content_lookup_compares_expiry_in_utc_whatever_the_zone_of_now(

@@ -5,11 +5,17 @@ elsewhere)."""
 from __future__ import annotations
 
 import os
+import threading
+from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
+from blobstore.config import Settings
 from blobstore.errors import Corruption, NotFound, RangeNotSatisfiable
-from blobstore.models import Artifact, Caller
+from blobstore.models import Artifact, BlobInfo, Caller
+from blobstore.nowait import WouldBlock
+from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from blobstore.storage import LocalBlobStore, MemoryBlobStore
 from tests.fixtures.streams import chunks_of
@@ -96,3 +102,96 @@ async def test_a_span_touching_a_corrupt_block_is_corruption_not_bytes(
         await service.read_range(caller, stored.id, lambda artifact: (None, (BLOCK - 4, BLOCK + 4)))
     sound = await service.read_range(caller, stored.id, lambda artifact: (None, (0, 100)))
     assert sound.data == data[:100]
+
+
+# -- where the read runs: the event loop when nothing would wait, else a worker thread ---------------------
+
+
+class ThreadLog:
+    """The thread of each ``read_cached`` and ``read_blocking`` of a store (patched onto the instance)."""
+
+    def __init__(self, service: ArtifactService, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.cached: list[int] = []
+        self.blocking: list[int] = []
+        blobs = service.blobs
+        cached, blocking = blobs.read_cached, blobs.read_blocking  # type: ignore[attr-defined]
+
+        def read_cached(blob: BlobInfo, offset: int, length: int) -> bytes:
+            self.cached.append(threading.get_ident())
+            data: bytes = cached(blob, offset, length)
+            return data
+
+        def read_blocking(blob: BlobInfo, offset: int, length: int) -> bytes:
+            self.blocking.append(threading.get_ident())
+            data: bytes = blocking(blob, offset, length)
+            return data
+
+        monkeypatch.setattr(blobs, "read_cached", read_cached)
+        monkeypatch.setattr(blobs, "read_blocking", read_blocking)
+
+
+def refuse(*args: object, **kwargs: object) -> NoReturn:
+    raise WouldBlock
+
+
+@pytest.mark.parametrize("service", ["memory-sqlite", "local-sqlite"], indirect=True)
+async def test_a_span_in_memory_is_read_on_the_event_loop_without_a_worker_thread(
+    service: ArtifactService, caller: Caller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = os.urandom(2 * BLOCK)
+    stored = await service.create_artifact(caller, chunks_of(data), name="hot.bin")
+    log = ThreadLog(service, monkeypatch)
+    found = await service.read_range(caller, stored.id, lambda artifact: (None, (BLOCK - 5, BLOCK + 5)))
+    assert found.data == data[BLOCK - 5 : BLOCK + 5]
+    assert log.cached == [threading.get_ident()]
+    assert log.blocking == []
+
+
+@pytest.mark.parametrize("service", ["memory-sqlite", "local-sqlite"], indirect=True)
+async def test_a_span_that_would_wait_for_the_disk_is_read_again_on_a_worker_thread(
+    service: ArtifactService, caller: Caller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = os.urandom(2 * BLOCK)
+    stored = await service.create_artifact(caller, chunks_of(data), name="cold.bin")
+    log = ThreadLog(service, monkeypatch)
+    monkeypatch.setattr(service.blobs, "read_cached", refuse)
+    chosen: list[Artifact] = []
+
+    def choose(artifact: Artifact) -> tuple[None, tuple[int, int] | None]:
+        chosen.append(artifact)
+        return None, (10, BLOCK + 10)
+
+    found = await service.read_range(caller, stored.id, choose)
+    assert found.data == data[10 : BLOCK + 10]
+    assert len(log.blocking) == 1
+    assert log.blocking[0] != threading.get_ident()
+    assert len(chosen) == 2  # once on the event loop, once more on the thread
+
+
+@pytest.mark.parametrize("service", ["local-sqlite"], indirect=True)
+async def test_a_lookup_that_would_wait_for_a_lock_is_done_again_on_a_worker_thread(
+    service: ArtifactService, caller: Caller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = os.urandom(100)
+    stored = await service.create_artifact(caller, chunks_of(data), name="locked.bin")
+    log = ThreadLog(service, monkeypatch)
+    monkeypatch.setattr(service.repo, "get_artifact_with_blob_nowait", refuse)
+    found = await service.read_range(caller, stored.id, lambda artifact: (None, (0, 100)))
+    assert found.data == data
+    assert log.cached == []
+    assert len(log.blocking) == 1
+    assert log.blocking[0] != threading.get_ident()
+
+
+async def test_inline_reads_off_sends_every_read_to_a_worker_thread(
+    tmp_path: Path, caller: Caller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = Settings(data_dir=tmp_path / "data", inline_reads=False)
+    async with open_service(settings, migrate=True) as service:
+        stored = await service.create_artifact(caller, chunks_of(b"cool"), name="c.bin")
+        log = ThreadLog(service, monkeypatch)
+        found = await service.read_range(caller, stored.id, lambda artifact: (None, (1, 3)))
+        assert found.data == b"oo"
+        assert log.cached == []
+        assert len(log.blocking) == 1
+        assert log.blocking[0] != threading.get_ident()

@@ -236,6 +236,14 @@ class ArtifactRepository(RepositoryBase):
         assert self._lookups is not None
         return self._lookups.artifact_with_blob(namespace, artifact_id, now)
 
+    def get_artifact_with_blob_nowait(
+        self, namespace: str, artifact_id: str, *, now: datetime
+    ) -> tuple[Artifact, BlobRecord] | None:
+        """:meth:`get_artifact_with_blob_blocking` for the event loop, where :attr:`blocking_reads`: raises
+        :class:`~blobstore.nowait.WouldBlock` where it would wait for a lock (``blobstore.nowait``)."""
+        assert self._lookups is not None
+        return self._lookups.artifact_with_blob(namespace, artifact_id, now, wait=False)
+
     async def list_artifacts(
         self,
         namespace: str,

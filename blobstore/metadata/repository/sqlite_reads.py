@@ -27,29 +27,42 @@ from blobstore.metadata.repository import rows
 from blobstore.metadata.tables import artifacts, blobs, uploads
 from blobstore.metadata.types import UTCDateTime
 from blobstore.models import Artifact, BlobRecord, UploadSession
+from blobstore.nowait import WouldBlock
 
 Convert = Callable[[Any], Any]
 
+_WAITING = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+"""Primary result codes of a statement that found the database locked (extended codes carry them in the low
+byte)."""
+
 
 class SqliteLookups:
-    """Query-only ``sqlite3`` connections over one database file, taken by whichever worker thread asks.
+    """Query-only ``sqlite3`` connections over one database file, taken by whichever thread asks.
 
     Idle connections wait in a list (``pop`` and ``append`` are atomic), so concurrent readers each get
     their own and a reader never waits for another; each connection is in autocommit mode, so every
-    ``SELECT`` reads its own WAL snapshot and never waits for a writer.
+    ``SELECT`` reads its own WAL snapshot and never waits for a writer. The connections of the lookups that
+    must not wait (the event loop's, ``wait=False``) are kept apart, with no busy timeout: where a lock would
+    make a reader wait (a WAL reader waits only in rare cases, such as another process recovering the
+    write-ahead log), they raise :class:`~blobstore.nowait.WouldBlock` at once.
     """
 
     def __init__(self, database: Path) -> None:
         self._database = database
         self._idle: list[sqlite3.Connection] = []
+        self._idle_nowait: list[sqlite3.Connection] = []
         self._closed = False
         self._lock = threading.Lock()
 
     def artifact_with_blob(
-        self, namespace: str, artifact_id: str, now: datetime
+        self, namespace: str, artifact_id: str, now: datetime, *, wait: bool = True
     ) -> tuple[Artifact, BlobRecord] | None:
-        """The visible artifact ``artifact_id`` of ``namespace`` at ``now`` and its blob row, else None."""
-        row = self._first(_lookup_sql(), (artifact_id, namespace, timestamp_text(now)))
+        """The visible artifact ``artifact_id`` of ``namespace`` at ``now`` and its blob row, else None.
+
+        ``wait=False``: WouldBlock instead of waiting for a lock."""
+        parameters = (artifact_id, namespace, timestamp_text(now))
+        first = self._first if wait else self._first_nowait
+        row = first(_lookup_sql(), parameters)
         if row is None:
             return None
         artifact_columns, blob_columns = _converters()
@@ -78,14 +91,28 @@ class SqliteLookups:
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
-        for conn in idle:
+            idle_nowait, self._idle_nowait = self._idle_nowait, []
+        for conn in idle + idle_nowait:
             conn.close()
 
     def _first(self, sql: str, parameters: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        return self._first_on(self._idle, SQLITE_BUSY_TIMEOUT_MS, sql, parameters)
+
+    def _first_nowait(self, sql: str, parameters: tuple[Any, ...]) -> tuple[Any, ...] | None:
         try:
-            conn = self._idle.pop()
+            return self._first_on(self._idle_nowait, 0, sql, parameters)
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF in _WAITING:
+                raise WouldBlock from None
+            raise
+
+    def _first_on(
+        self, idle: list[sqlite3.Connection], busy_timeout_ms: int, sql: str, parameters: tuple[Any, ...]
+    ) -> tuple[Any, ...] | None:
+        try:
+            conn = idle.pop()
         except IndexError:
-            conn = self._connect()
+            conn = self._connect(busy_timeout_ms)
         try:
             row: tuple[Any, ...] | None = conn.execute(sql, parameters).fetchone()
         except BaseException:
@@ -94,17 +121,17 @@ class SqliteLookups:
             raise
         with self._lock:
             if not self._closed:
-                self._idle.append(conn)
+                idle.append(conn)
                 return row
         conn.close()
         return row
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, busy_timeout_ms: int) -> sqlite3.Connection:
         conn = sqlite3.connect(
             self._database, isolation_level=None, check_same_thread=False, cached_statements=16
         )
         try:
-            conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            conn.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
             conn.execute("PRAGMA query_only=ON")
         except BaseException:
             conn.close()
