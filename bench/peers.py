@@ -219,3 +219,30 @@ def docker_registry(work: Path) -> Iterator[Registry | None]:
         yield Registry(base, version[-1] if version else "unknown")
     finally:
         stop(process)
+
+
+@dataclass
+class Bare:
+    base: str
+    pid: int
+
+    @property
+    def payload_url(self) -> str:
+        return f"{self.base}/payload"
+
+
+@contextlib.contextmanager
+def bare_app(payload: Path) -> Iterator[Bare]:
+    """``bench/bare_app.py`` serving ``payload`` under granian, as ``blobstore serve`` runs (one worker)."""
+    port = free_port()
+    command = [sys.executable, "-m", "granian", "--interface", "asgi", "--factory", "--workers", "1"]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    command += ["--working-dir", str(Path(__file__).resolve().parent), "bare_app:app"]
+    env = {**os.environ, "BARE_FILE": str(payload)}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_ready(f"{base}/ready", process)
+        yield Bare(base, process.pid)
+    finally:
+        stop(process, signal.SIGINT)

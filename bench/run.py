@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import datetime
 import hashlib
@@ -39,9 +40,11 @@ import scale
 from http_download import make_payload as write_random_file
 from mcp_read import RawStdioClient, cpu_model, package_version, reset_peak_rss
 from peers import (
+    Bare,
     Nginx,
     Ours,
     Registry,
+    bare_app,
     blobstore_serve,
     cpu_seconds,
     cpu_times,
@@ -56,7 +59,7 @@ from mcp_resources.uris import window_uri
 
 KiB = 1024
 MiB = 1024 * KiB
-HTTP_WORKLOADS = ("uploads", "downloads", "ranges", "small", "mcp")
+HTTP_WORKLOADS = ("uploads", "downloads", "ranges", "small", "mcp", "ceilings")
 SCALE_WORKLOADS = ("cleanup", "list")
 WORKLOADS = HTTP_WORKLOADS + SCALE_WORKLOADS
 BENCH_DIR = Path(__file__).resolve().parent
@@ -514,7 +517,121 @@ def bench_mcp(t: Targets, runs: int, ops: int, windows: int, work: Path) -> tupl
                 if hashlib.sha256(data).hexdigest() != expected[offset]:
                     raise SystemExit(f"{name}: window at {offset} returned other bytes")
         mcp_peak = peak_rss_mib(ours.process.pid)
-    return [latency, window_row], mcp_peak
+    # The client reads one window after the other: its own decoding alone bounds the windows row.
+    decoding = Row(
+        "ceiling: the minimal MCP client's own decoding of 1 MiB windows (json.loads, base64)",
+        "MiB/s",
+        [window_decoding(max(windows, 8)) for _ in range(runs)],
+        "ours over HTTP",
+        window_row.peer,
+        goal="bounds the windows row (≥ 0.5)",
+    )
+    return [latency, window_row, decoding], mcp_peak
+
+
+def window_decoding(rounds: int) -> float:
+    """MiB/s of the minimal client's own work on 1 MiB windows: ``json.loads`` of the answer's line and the
+    standard library's base64 decoding of its blob, as ``RawStdioClient.window_reader`` does per window."""
+    blob = base64.b64encode(os.urandom(MiB)).decode()
+    contents = [{"uri": "blobstore://artifacts/a", "mimeType": "application/octet-stream", "blob": blob}]
+    result = {"contents": contents}
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "result": result}).encode()
+    started = time.perf_counter()
+    for _ in range(rounds):
+        message = json.loads(line)
+        if len(base64.b64decode(message["result"]["contents"][0]["blob"])) != MiB:
+            raise SystemExit("window decoding: wrong length")
+    return rounds / (time.perf_counter() - started)
+
+
+# -- ceilings: the least app on the same server ----------------------------------------------------------
+
+
+def sha256_mib_s(payload: Payload) -> float:
+    """SHA-256 of the payload on one core (``hashlib``), the file read beforehand into the page cache."""
+    digest = hashlib.sha256()
+    elapsed = 0.0
+    with payload.path.open("rb", buffering=0) as source:
+        while block := source.read(8 * MiB):
+            started = time.perf_counter()
+            digest.update(block)
+            elapsed += time.perf_counter() - started
+    if digest.hexdigest() != payload.sha256:
+        raise SystemExit("sha256 of the payload changed")
+    return payload.size / MiB / elapsed
+
+
+def bench_ceilings(
+    t: Targets, bare: Bare, runs: int, seconds: int, small_count: int, work: Path
+) -> list[Row]:
+    """The suite's HTTP workloads against ``bench/bare_app.py`` (no lookup, check, log or durable write) on
+    the server and settings ``blobstore serve`` uses, next to the same peers: what any app reaches there."""
+    if sha256_of_url(bare.payload_url) != t.payload.sha256:
+        raise SystemExit("bare app: downloaded bytes differ")
+    download = Row("ceiling: full download, pathsend of a bare ASGI app", "MiB/s", goal="bounds ours (≥ 0.9)")
+    ranges = Row("ceiling: 64 KiB random ranges, one pread in a bare ASGI app", "req/s")
+    ranges.goal = "bounds ours (≥ 0.3)"
+    upload = Row("ceiling: upload received and dropped by a bare ASGI app, curl -T", "MiB/s")
+    upload.goal = "bounds ours (≥ 0.8)"
+    hashing = Row("ceiling: SHA-256 of the payload, one core (hashlib)", "MiB/s")
+    hashing.goal = "bounds verified uploads (≥ 0.8)"
+    small = Row(
+        "ceiling: 1 KiB uploads to a bare ASGI app (dropped), 16 in flight, httpx",
+        "uploads/s",
+        goal="bounds ours (≥ 1,000 absolute)",
+    )
+    rows = [download, ranges, upload, hashing, small]
+    if t.nginx is None:
+        for row in rows:
+            row.note = "nginx is not installed: no ratio"
+    nginx_base = t.nginx.base if t.nginx is not None else ""
+    size = t.payload.size
+
+    def put(base: str) -> float:
+        _, spent = curl("-T", str(t.payload.path), f"{base}/up/payload.bin")
+        return size / MiB / spent
+
+    workloads: list[tuple[Row, Callable[[], float], Callable[[], float] | None]] = [
+        (
+            download,
+            lambda: download_mib_s(bare.payload_url, size),
+            (lambda: download_mib_s(f"{nginx_base}/payload.bin", size)) if t.nginx else None,
+        ),
+        (upload, lambda: put(bare.base), (lambda: put(nginx_base)) if t.nginx else None),
+    ]
+    for row, ours, peer in workloads:
+        sides = {"bare": ours, **({"peer": peer} if peer is not None else {})}
+        for run, name in rotations(list(sides), runs + 1):
+            value = sides[name]()
+            if run:
+                (row.ours if name == "bare" else row.peer).append(value)
+        row.peer_name = "nginx" if row is download else "nginx PUT"
+    if t.nginx is not None:
+        (t.nginx.root / "up" / "payload.bin").unlink(missing_ok=True)
+    hashing.ours = [sha256_mib_s(t.payload) for _ in range(runs)]
+    hashing.peer_name, hashing.peer = "nginx PUT", upload.peer
+    if find_binary("wrk") is not None:
+        targets = {"bare": (bare.payload_url, bare.pid)}
+        if t.nginx is not None:
+            targets["nginx"] = (f"{t.nginx.base}/payload.bin", t.nginx.pid)
+        cpu: list[float] = []
+        for _, name in rotations(list(targets), runs):
+            url, pid = targets[name]
+            before = cpu_seconds(pid)
+            rate, done = wrk_ranges(url, size, 64 * KiB, seconds, 4, work)
+            (ranges.ours if name == "bare" else ranges.peer).append(rate)
+            if name == "bare":
+                cpu.append((cpu_seconds(pid) - before) * 1000 / done)
+        ranges.peer_name = "nginx" if t.nginx is not None else ""
+        ranges.note = f"server CPU per request {statistics.median(cpu):.2f} ms"
+    else:
+        ranges.note = "wrk is not installed"
+    asyncio.run(small_uploads(lambda n: f"{bare.base}/up/small-{n}.bin", "PUT", max(small_count // 4, 1), 16))
+    small.ours = [
+        asyncio.run(small_uploads(lambda n: f"{bare.base}/up/small-{n}.bin", "PUT", small_count, 16))
+        for _ in range(runs)
+    ]
+    return rows
 
 
 # -- report ------------------------------------------------------------------------------------------------
@@ -605,6 +722,9 @@ def http_rows(args: argparse.Namespace, only: set[str], work: Path, extra: list[
             rows += mcp_rows
             rows.append(Row("peak RSS of `blobstore mcp` over its reads", "MiB", [mcp_peak], goal="≤ 150"))
             peak_of("MCP (HTTP ranges)")
+        if "ceilings" in only:
+            with bare_app(payload.path) as bare:
+                rows += bench_ceilings(targets, bare, args.runs, args.seconds, args.small_count, work)
         serve = Row(
             "peak RSS of `blobstore serve` over the whole run", "MiB", [max(peaks.values())], goal="≤ 150"
         )

@@ -30,6 +30,11 @@ WORKLOADS = (
     "4 KiB MCP read",
     "1 MiB MCP windows",
     "peak RSS of `blobstore serve`",
+    "ceiling: full download, pathsend of a bare ASGI app",
+    "ceiling: upload received and dropped by a bare ASGI app",
+    "ceiling: SHA-256 of the payload",
+    "ceiling: 1 KiB uploads to a bare ASGI app",
+    "ceiling: the minimal MCP client's own decoding",
     "deep `resources/list` page",
     "cleanup of ",
 )
@@ -61,6 +66,8 @@ def test_quick_run_reports_a_figure_for_every_workload(tmp_path: Path) -> None:
         assert re.fullmatch(r"[0-9][0-9,]*(\.[0-9]+)?", row[2]), f"{workload}: ours is {row[2]!r}"
     ranges = "64 KiB random ranges, wrk, 4 connections"
     assert ranges in rows or "wrk is not installed" in report
+    bare_ranges = "ceiling: 64 KiB random ranges, one pread in a bare ASGI app"
+    assert bare_ranges in rows or "wrk is not installed" in report
     for peer, missing in (("nginx", "nginx is not installed"), ("docker-registry", "docker-registry is not")):
         measured = any(cells[3].startswith(peer) and cells[3] != peer for cells in rows.values())
         assert measured or missing in report, f"{peer}: neither measured nor reported missing"
