@@ -134,14 +134,21 @@ def refuse(*args: object, **kwargs: object) -> NoReturn:
     raise WouldBlock
 
 
+async def stored_and_logged(
+    service: ArtifactService, caller: Caller, monkeypatch: pytest.MonkeyPatch, data: bytes
+) -> tuple[str, ThreadLog]:
+    """An artifact of ``data``, and the log of the threads its reads run on from now."""
+    stored = await service.create_artifact(caller, chunks_of(data), name="logged.bin")
+    return stored.id, ThreadLog(service, monkeypatch)
+
+
 @pytest.mark.parametrize("service", ["memory-sqlite", "local-sqlite"], indirect=True)
 async def test_a_span_in_memory_is_read_on_the_event_loop_without_a_worker_thread(
     service: ArtifactService, caller: Caller, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = os.urandom(2 * BLOCK)
-    stored = await service.create_artifact(caller, chunks_of(data), name="hot.bin")
-    log = ThreadLog(service, monkeypatch)
-    found = await service.read_range(caller, stored.id, lambda artifact: (None, (BLOCK - 5, BLOCK + 5)))
+    artifact_id, log = await stored_and_logged(service, caller, monkeypatch, data)
+    found = await service.read_range(caller, artifact_id, lambda artifact: (None, (BLOCK - 5, BLOCK + 5)))
     assert found.data == data[BLOCK - 5 : BLOCK + 5]
     assert log.cached == [threading.get_ident()]
     assert log.blocking == []
@@ -152,8 +159,7 @@ async def test_a_span_that_would_wait_for_the_disk_is_read_again_on_a_worker_thr
     service: ArtifactService, caller: Caller, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = os.urandom(2 * BLOCK)
-    stored = await service.create_artifact(caller, chunks_of(data), name="cold.bin")
-    log = ThreadLog(service, monkeypatch)
+    artifact_id, log = await stored_and_logged(service, caller, monkeypatch, data)
     monkeypatch.setattr(service.blobs, "read_cached", refuse)
     chosen: list[Artifact] = []
 
@@ -161,7 +167,7 @@ async def test_a_span_that_would_wait_for_the_disk_is_read_again_on_a_worker_thr
         chosen.append(artifact)
         return None, (10, BLOCK + 10)
 
-    found = await service.read_range(caller, stored.id, choose)
+    found = await service.read_range(caller, artifact_id, choose)
     assert found.data == data[10 : BLOCK + 10]
     assert len(log.blocking) == 1
     assert log.blocking[0] != threading.get_ident()
@@ -173,10 +179,9 @@ async def test_a_lookup_that_would_wait_for_a_lock_is_done_again_on_a_worker_thr
     service: ArtifactService, caller: Caller, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = os.urandom(100)
-    stored = await service.create_artifact(caller, chunks_of(data), name="locked.bin")
-    log = ThreadLog(service, monkeypatch)
+    artifact_id, log = await stored_and_logged(service, caller, monkeypatch, data)
     monkeypatch.setattr(service.repo, "get_artifact_with_blob_nowait", refuse)
-    found = await service.read_range(caller, stored.id, lambda artifact: (None, (0, 100)))
+    found = await service.read_range(caller, artifact_id, lambda artifact: (None, (0, 100)))
     assert found.data == data
     assert log.cached == []
     assert len(log.blocking) == 1
