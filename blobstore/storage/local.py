@@ -118,8 +118,9 @@ _NOWAIT: Final = getattr(os, "RWF_NOWAIT", None)
 """``preadv2``'s flag for "only what is in the page cache" (Linux); None elsewhere, where nothing is read
 on the event loop."""
 
-_REFUSED: Final = frozenset({errno.EAGAIN, errno.EOPNOTSUPP})
-"""Errors of an ``RWF_NOWAIT`` read that mean "not without waiting" (or a file system that cannot say)."""
+_REFUSED: Final = frozenset({errno.EAGAIN, errno.EOPNOTSUPP, errno.ENOSYS})
+"""Errors of an ``RWF_NOWAIT`` read that mean "not without waiting", or a file system (``EOPNOTSUPP``) or
+kernel (``ENOSYS``: no ``preadv2``) that cannot say: the blocking read answers instead."""
 
 
 def _pread_cached(fd: int, length: int, offset: int) -> bytes:

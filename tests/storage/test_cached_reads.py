@@ -3,13 +3,14 @@ when everything the read needs is in memory, and ``WouldBlock`` instead of a wai
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from blobstore.errors import Corruption, NotFound
+from blobstore.errors import BlobstoreError, Corruption, NotFound
 from blobstore.models import BlobInfo
 from blobstore.nowait import WouldBlock
 from blobstore.storage import LocalBlobStore, MemoryBlobStore, open_blob_store
@@ -135,3 +136,38 @@ async def test_memory_never_waits(tmp_path: Path) -> None:
     data = os.urandom(BLOCK + 1)
     blob = await store.put(chunks_of(data))
     assert store.read_cached(blob, BLOCK - 1, 2) == data[BLOCK - 1 :]
+
+
+@needs_nowait
+@pytest.mark.parametrize("code", [errno.EAGAIN, errno.EOPNOTSUPP, errno.ENOSYS])
+async def test_a_page_cache_read_the_system_cannot_make_falls_back_to_the_blocking_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    # EOPNOTSUPP: a file system without RWF_NOWAIT; ENOSYS: a kernel without preadv2.
+    store = LocalBlobStore(tmp_path / "store", block_size=BLOCK)
+    blob = await store.put(chunks_of(b"x" * 100))
+
+    def refused(*args: object) -> int:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(os, "preadv", refused)
+    with pytest.raises(WouldBlock):
+        store.read_cached(blob, 0, 10)
+    assert store.read_blocking(blob, 0, 10) == b"x" * 10
+
+
+@needs_nowait
+async def test_a_failed_page_cache_read_is_a_storage_error_not_a_retry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = LocalBlobStore(tmp_path / "store", block_size=BLOCK)
+    blob = await store.put(chunks_of(b"x" * 100))
+
+    def failed(*args: object) -> int:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(os, "preadv", failed)
+    with pytest.raises(BlobstoreError) as caught:
+        store.read_cached(blob, 0, 10)
+    assert not isinstance(caught.value, WouldBlock)
+    assert str(tmp_path) not in str(caught.value)
