@@ -396,7 +396,7 @@ class ArtifactService:
 
     def _blocking_blobs(self) -> SupportsBlockingRead | None:
         # isinstance against a runtime-checkable protocol inspects the class each time: about 1 % of a small
-        # range read. Decided once per store object.
+        # range read. Decided once per store object, with whether its reads may try the event loop first.
         blobs = self.blobs
         if self._blocking_checked is not blobs:
             self._blocking = blobs if isinstance(blobs, SupportsBlockingRead) else None

@@ -145,8 +145,8 @@ def _pread_cached(fd: int, length: int, offset: int) -> bytes:
     return bytes(buffer)
 
 
-def _pread_block(fd: int, blob: BlobInfo, index: int) -> bytes:
-    return _pread_full(fd, block_length(blob, index), index * blob.block_size)
+def _pread_block(fd: int, blob: BlobInfo, index: int, pread: _Pread = _pread_full) -> bytes:
+    return pread(fd, block_length(blob, index), index * blob.block_size)
 
 
 def _open_blob(path: Path) -> int:
@@ -397,12 +397,9 @@ class LocalBlobStore(StagedWrites):
             try:
                 verified = self.verified_blocks
                 checked = _CheckedFile(verified, fd, blob, pread) if verified.enabled else None
-                size = blob.block_size
-
-                def read_block(index: int) -> bytes:
-                    return pread(fd, block_length(blob, index), index * size)
-
-                return read_verified_blocking(blob, offset, length, read_block, checked)
+                return read_verified_blocking(
+                    blob, offset, length, lambda index: _pread_block(fd, blob, index, pread), checked
+                )
             finally:
                 os.close(fd)
         except OSError as exc:
