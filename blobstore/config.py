@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
@@ -19,6 +20,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 KiB = 1024
 MiB = 1024 * KiB
 GiB = 1024 * MiB
+
+ACCEL_PREFIX = re.compile(r"/(?:(?!\.\.?/)[A-Za-z0-9._~-]+/)+")
+"""A URI path of one or more plain segments (no ``.`` or ``..``), starting and ending with ``/``."""
 
 
 def default_data_dir() -> Path:
@@ -82,6 +86,11 @@ class Settings(BaseSettings):
     inline_reads: bool = True
     """Over SQLite and local disk (or memory), whether a small read whose bytes are in the page cache is done
     on the event loop instead of a worker thread (``blobstore.nowait``)."""
+    accel_redirect: str | None = None
+    """On local disk behind nginx: the URI prefix of an ``internal`` nginx location aliased to the storage
+    directory (e.g. ``/_blobstore/``). A whole-content ``GET`` that reaches the server with the request header
+    ``X-Sendfile-Type: X-Accel-Redirect`` (set by that nginx) is answered with ``X-Accel-Redirect: <prefix>
+    <key>`` and no body, and nginx sends the file itself (``deploy/nginx-single.conf``)."""
 
     # Time.
     default_ttl_seconds: int = Field(default=7 * 24 * 3600, gt=0)
@@ -139,6 +148,16 @@ class Settings(BaseSettings):
         if parts.scheme == "memory":
             return value
         raise ValueError("must be file:///absolute/path, s3://bucket[/prefix] or memory://")
+
+    @field_validator("accel_redirect")
+    @classmethod
+    def _check_accel_redirect(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        # The prefix goes into a response header as it is, and nginx matches it against a location.
+        if ACCEL_PREFIX.fullmatch(value) is None:
+            raise ValueError("must be a path that starts and ends with '/', e.g. /_blobstore/")
+        return value
 
     @field_validator("log_level")
     @classmethod

@@ -3,8 +3,9 @@
 Partial and windowed reads stream through ``ArtifactService.stream``, so every block they touch is
 checked against its XXH3-128 before its bytes go out. A full 200 of a blob on local disk is handed to
 Starlette's ``FileResponse``, which uses the ASGI ``http.response.pathsend`` extension (the server sends the
-file itself, zero-copy) when the server offers it; the strong ETag lets a client verify the whole body by its
-SHA-256.
+file itself, zero-copy) when the server offers it, or left to nginx by ``X-Accel-Redirect`` when the server
+runs behind it so configured (``Settings.accel_redirect``); the strong ETag lets a client verify the whole
+body by its SHA-256.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from blobstore.ranges import ByteRange, Window, strong_etag
 from blobstore.service import ArtifactService
 
 CACHE_CONTROL = "private, max-age=31536000, immutable"
+ACCEL_REDIRECT = "x-accel-redirect"
 
 
 def representation(artifact: Artifact) -> Representation:
@@ -84,14 +86,30 @@ class _WholeFileResponse(FileResponse):
         await super().__call__({**scope, "headers": kept}, receive, send)
 
 
-async def _file_response(path: Path, headers: dict[str, str], size: int) -> Response:
+async def _checked_stat(path: Path, size: int) -> os.stat_result:
     try:
         stat_result = await anyio.to_thread.run_sync(os.stat, path)
     except FileNotFoundError:
         raise NotFound() from None
     if stat_result.st_size != size:
         raise Corruption("stored object has the wrong size")
-    return _WholeFileResponse(path, headers=headers, stat_result=stat_result)
+    return stat_result
+
+
+async def _file_response(path: Path, headers: dict[str, str], size: int) -> Response:
+    return _WholeFileResponse(path, headers=headers, stat_result=await _checked_stat(path, size))
+
+
+async def _accel_response(path: Path, location: str, headers: dict[str, str], size: int) -> Response:
+    """A 200 without a body that tells nginx to send the file at ``location`` (its ``internal`` location).
+
+    nginx sends the file with its own ``Content-Length``; this answer declares none of the file's, since
+    it carries no body (a length without the bytes would break the kept-alive upstream connection). The
+    shipped location (``deploy/nginx-single.conf``) turns off nginx's own validators and ranges and passes
+    this answer's ``ETag``, ``Last-Modified`` and security headers on."""
+    await _checked_stat(path, size)
+    kept = {name: value for name, value in headers.items() if name != "content-length"}
+    return Response(status_code=200, headers={**kept, ACCEL_REDIRECT: location})
 
 
 def _multipart_layout(
@@ -161,8 +179,10 @@ async def build_download(
     *,
     head: bool,
     data: bytes | None = None,
+    accel: str | None = None,
 ) -> Response:
-    """The response for ``plan``; ``data``: the verified span :func:`read_at_once` chose, when it was read."""
+    """The response for ``plan``; ``data``: the verified span :func:`read_at_once` chose, when it was read;
+    ``accel``: the prefix of nginx's internal location when a whole file on local disk may be left to it."""
     headers = content_headers(artifact)
     size = artifact.size
     if plan.outcome is Outcome.NOT_MODIFIED:
@@ -198,6 +218,8 @@ async def build_download(
     if plan.outcome is Outcome.FULL:
         path = service.local_path(blob)
         if path is not None:
+            if accel is not None:
+                return await _accel_response(path, accel + blob.key, headers, size)
             return await _file_response(path, headers, size)
     if start == end:
         return Response(status_code=status, headers=headers)

@@ -1,4 +1,5 @@
-"""The shipped ``deploy/nginx.conf``, rendered for a test: only its listen port and upstream servers change.
+"""The shipped ``deploy/nginx.conf`` and ``deploy/nginx-single.conf``, rendered for a test: only their listen
+port, upstream servers and (for the single server) the storage directory change.
 
 The shipped file is a ``conf.d`` server block; :func:`main_config` wraps it in a main configuration that keeps
 every path inside a temporary directory, so ``nginx`` runs unprivileged of the machine's own setup.
@@ -12,10 +13,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 SHIPPED = Path(__file__).resolve().parents[2] / "deploy" / "nginx.conf"
+SHIPPED_SINGLE = SHIPPED.with_name("nginx-single.conf")
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
 _UPSTREAM_SERVER = re.compile(r"^(\s*server\s+)blobstore-\d+:8420(\s)", re.MULTILINE)
 _LISTEN = re.compile(r"^(\s*listen\s+)80;", re.MULTILINE)
+_SINGLE_UPSTREAM = re.compile(r"^(\s*server\s+)127\.0\.0\.1:8420;", re.MULTILINE)
+_STORAGE_ALIAS = re.compile(r"^(\s*alias\s+)/var/lib/mcp-blobstore/blobs/;", re.MULTILINE)
 
 
 def render_site(listen_port: int, upstream_ports: Sequence[int], text: str | None = None) -> str:
@@ -31,6 +35,20 @@ def render_site(listen_port: int, upstream_ports: Sequence[int], text: str | Non
     site, listens = _LISTEN.subn(rf"\g<1>127.0.0.1:{listen_port};", site)
     if listens != 1:
         raise AssertionError("deploy/nginx.conf should have exactly one 'listen 80;'")
+    return site
+
+
+def render_single_site(listen_port: int, upstream_port: int, storage_dir: Path) -> str:
+    """The shipped single-server block on loopback ports, its internal location aliased to ``storage_dir``."""
+    site = SHIPPED_SINGLE.read_text()
+    for pattern, replacement in (
+        (_SINGLE_UPSTREAM, f"\\g<1>127.0.0.1:{upstream_port};"),
+        (_LISTEN, f"\\g<1>127.0.0.1:{listen_port};"),
+        (_STORAGE_ALIAS, f"\\g<1>{storage_dir}/;"),
+    ):
+        site, count = pattern.subn(replacement, site)
+        if count != 1:
+            raise AssertionError(f"deploy/nginx-single.conf should match {pattern.pattern} exactly once")
     return site
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from blobstore.config import Settings
-from tests.deploy.nginx import NGINX, command, main_config, render_site
+from tests.deploy.nginx import NGINX, command, main_config, render_single_site, render_site
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -117,6 +117,13 @@ def test_the_deployment_guide_links_only_files_that_exist() -> None:
 def test_nginx_config_passes_nginx_t(tmp_path: Path) -> None:
     assert shutil.which(NGINX), "nginx is not installed (.ci/run installs it)"
     main = main_config(tmp_path, render_site(18080, [18081, 18082]))
+    checked = subprocess.run(command(tmp_path, main, "-t"), capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stderr
+    assert "test is successful" in checked.stderr
+
+
+def test_single_server_nginx_config_passes_nginx_t(tmp_path: Path) -> None:
+    main = main_config(tmp_path, render_single_site(18080, 18081, tmp_path / "blobs"))
     checked = subprocess.run(command(tmp_path, main, "-t"), capture_output=True, text=True, timeout=60)
     assert checked.returncode == 0, checked.stderr
     assert "test is successful" in checked.stderr

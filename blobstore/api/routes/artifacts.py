@@ -23,7 +23,7 @@ from blobstore.api.deps import (
     base_url,
     get_caller,
 )
-from blobstore.api.download_responses import build_download, read_at_once, representation
+from blobstore.api.download_responses import ACCEL_REDIRECT, build_download, read_at_once, representation
 from blobstore.api.errors import on_blobstore_error
 from blobstore.api.headers import CONTENT_DIGEST, parse_content_digest
 from blobstore.api.multipart import StreamingForm, boundary_of
@@ -327,6 +327,9 @@ async def serve_content(request: Request) -> Response:
     params = request.query_params
     query = {key: value for key in ("offset", "length") if (value := params.get(key)) is not None}
     may_redirect = settings.s3_presign_downloads
+    # Only nginx sets this request header (deploy/nginx-single.conf): a client that sends it straight to the
+    # server gets its own empty answer and the path of nginx's internal location, never another's bytes.
+    accel = settings.accel_redirect if headers.get("x-sendfile-type") == "X-Accel-Redirect" else None
 
     def choose(artifact: Artifact) -> tuple[DownloadPlan, tuple[int, int] | None]:
         plan = plan_download(
@@ -345,20 +348,21 @@ async def serve_content(request: Request) -> Response:
     artifact, blob, plan = found.artifact, found.blob, found.plan
     redirect = await presigned_redirect(service, artifact, blob, plan, method=method, headers=headers)
     response = redirect or await build_download(
-        service, artifact, blob, plan, head=method == "HEAD", data=found.data
+        service, artifact, blob, plan, head=method == "HEAD", data=found.data, accel=accel
     )
     if method == "GET" and response.status_code != 304:
         granted = plan.ranges[0].length if plan.ranges else artifact.size
+        sent_by_proxy = ACCEL_REDIRECT in response.headers
         service.audit.record(
             actor=caller.actor,
             namespace=caller.namespace,
             action="read",
             result="ok",
             artifact_id=artifact.id,
-            size=granted if redirect else int(response.headers.get("content-length", "0")),
+            size=granted if redirect or sent_by_proxy else int(response.headers.get("content-length", "0")),
             mime_type=artifact.mime_type,
             duration_ms=int((time.monotonic() - started) * 1000),
-            extra={"redirect": "s3"} if redirect else None,
+            extra={"redirect": "s3"} if redirect else {"sent_by": "nginx"} if sent_by_proxy else None,
         )
     return response
 
