@@ -119,7 +119,8 @@ def blobstore_serve(work: Path) -> Iterator[Ours]:
     port = free_port()
     command = [str(Path(sys.executable).with_name("blobstore")), "serve", "--port", str(port)]
     command += ["--data-dir", str(data_dir)]
-    env = {**os.environ, "BLOBSTORE_LOG_LEVEL": "warning"}
+    # Whole downloads are left to nginx only for requests nginx marks (`nginx_front`), never direct ones.
+    env = {**os.environ, "BLOBSTORE_LOG_LEVEL": "warning", "BLOBSTORE_ACCEL_REDIRECT": ACCEL_PREFIX}
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         base = f"http://127.0.0.1:{port}"
@@ -169,6 +170,52 @@ http {{
         base = f"http://127.0.0.1:{port}"
         wait_ready(f"{base}/", process)
         yield Nginx(base, root, version.removeprefix("nginx version: "), process.pid)
+    finally:
+        stop(process, signal.SIGQUIT)
+
+
+ACCEL_PREFIX = "/_blobstore/"
+"""The internal location of the shipped ``deploy/nginx-single.conf``."""
+SINGLE_SITE = Path(__file__).resolve().parents[1] / "deploy" / "nginx-single.conf"
+
+
+@contextlib.contextmanager
+def nginx_front(work: Path, ours: Ours) -> Iterator[str | None]:
+    """nginx with the shipped ``deploy/nginx-single.conf`` in front of ``ours``: its base URL (None without
+    nginx). Only the ports and the storage directory of the shipped server block change."""
+    binary = find_binary("nginx")
+    if binary is None:
+        yield None
+        return
+    root = work / "nginx-front"
+    root.mkdir()
+    port = free_port()
+    site = SINGLE_SITE.read_text()
+    for shipped, local in (
+        ("server 127.0.0.1:8420;", f"server {ours.base.removeprefix('http://')};"),
+        ("listen 80;", f"listen 127.0.0.1:{port};"),
+        ("alias /var/lib/mcp-blobstore/blobs/;", f"alias {ours.data_dir / 'blobs'}/;"),
+    ):
+        if site.count(shipped) != 1:
+            raise SystemExit(f"deploy/nginx-single.conf no longer has one {shipped!r}")
+        site = site.replace(shipped, local)
+    conf = root / "nginx.conf"
+    conf.write_text(
+        f"""
+daemon off; worker_processes 1; pid {root}/nginx.pid; error_log {root}/error.log; user root;
+events {{ worker_connections 256; }}
+http {{
+  access_log off; client_body_temp_path {root}; proxy_temp_path {root}; fastcgi_temp_path {root};
+  uwsgi_temp_path {root}; scgi_temp_path {root};
+{site}
+}}
+"""
+    )
+    process = subprocess.Popen([binary, "-c", str(conf), "-p", str(root)])
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_ready(f"{base}/readyz", process)
+        yield base
     finally:
         stop(process, signal.SIGQUIT)
 

@@ -66,6 +66,8 @@ def test_quick_run_reports_a_figure_for_every_workload(tmp_path: Path) -> None:
         assert re.fullmatch(r"[0-9][0-9,]*(\.[0-9]+)?", row[2]), f"{workload}: ours is {row[2]!r}"
     ranges = "64 KiB random ranges, wrk, 4 connections"
     assert ranges in rows or "wrk is not installed" in report
+    front = next(cells for name, cells in rows.items() if name.startswith("full download, curl, through"))
+    assert re.fullmatch(r"[0-9][0-9,]*", front[2]) or "nginx is not installed" in report, front
     bare_ranges = "ceiling: 64 KiB random ranges, one pread in a bare ASGI app"
     assert bare_ranges in rows or "wrk is not installed" in report
     for peer, missing in (("nginx", "nginx is not installed"), ("docker-registry", "docker-registry is not")):
