@@ -533,13 +533,27 @@ def bench_mcp(t: Targets, runs: int, ops: int, windows: int, work: Path) -> tupl
                 http.get(t.content_url, headers={"range": f"bytes={offset}-{offset + MiB - 1}"}).content
             ),
         }
-        window_samples = {"mcp": window_row.ours, "http": window_row.peer}
+        # The least stdio server, in the same rotation: one prepared window's line written per request.
+        bare = RawStdioClient([sys.executable, str(BENCH_DIR / "bare_mcp.py")])
+        stack.callback(bare.close)
+        window_readers["bare"] = lambda offset: synchronous(bare.window_reader("bare://window", False))()
+        bare_row = Row(
+            "ceiling: 1 MiB windows from a bare stdio server (one prepared answer), the same client",
+            "MiB/s",
+            peer_name="ours over HTTP",
+            peer=window_row.peer,
+            goal="bounds the windows row (≥ 0.5)",
+        )
+        window_samples = {"mcp": window_row.ours, "http": window_row.peer, "bare": bare_row.ours}
         for _, name in rotations(list(window_readers), runs):
             started = time.perf_counter()
             got = [window_readers[name](offset) for offset in offsets]
             window_samples[name].append(len(offsets) / (time.perf_counter() - started))
             for offset, data in zip(offsets, got, strict=True):
-                if hashlib.sha256(data).hexdigest() != expected[offset]:
+                if name == "bare":
+                    if len(data) != MiB:
+                        raise SystemExit("bare stdio server: a window of another length")
+                elif hashlib.sha256(data).hexdigest() != expected[offset]:
                     raise SystemExit(f"{name}: window at {offset} returned other bytes")
         mcp_peak = peak_rss_mib(ours.process.pid)
     # The client reads one window after the other: its own decoding alone bounds the windows row.
@@ -551,7 +565,10 @@ def bench_mcp(t: Targets, runs: int, ops: int, windows: int, work: Path) -> tupl
         window_row.peer,
         goal="bounds the windows row (≥ 0.5)",
     )
-    return [latency, window_row, decoding], mcp_peak
+    bare_row.note = (
+        f"ours is {statistics.median(window_row.ours) / statistics.median(bare_row.ours):.2f} of it"
+    )
+    return [latency, window_row, decoding, bare_row], mcp_peak
 
 
 def window_decoding(rounds: int) -> float:

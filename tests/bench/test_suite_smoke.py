@@ -35,6 +35,7 @@ WORKLOADS = (
     "ceiling: SHA-256 of the payload",
     "ceiling: 1 KiB uploads to a bare ASGI app",
     "ceiling: the minimal MCP client's own decoding",
+    "ceiling: 1 MiB windows from a bare stdio server",
     "deep `resources/list` page",
     "cleanup of ",
 )
