@@ -15,6 +15,7 @@ import binascii
 import email.utils
 import functools
 import re
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Final
 
@@ -26,6 +27,16 @@ CHUNK_XXH3: Final = "x-chunk-xxh3"
 
 _SF_KEY = re.compile(r"[a-z*][a-z0-9_\-.*]*")
 _SF_BYTES = re.compile(r":([A-Za-z0-9+/=]*):")
+
+
+def first_values(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+    """An ASGI request's headers as a dict, the first value of a repeated name kept (as Starlette's
+    ``Headers.get`` answers): one pass for the several lookups of a hot path, where ``Headers`` scans and
+    decodes the whole list on each. Names stay as the server gave them (ASGI servers lower-case them)."""
+    found: dict[str, str] = {}
+    for name, value in raw:
+        found.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+    return found
 
 
 def parse_content_digest(value: str) -> str | None:

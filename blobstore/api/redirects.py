@@ -15,7 +15,8 @@ the API's). An ``If-Range`` that matched is settled here; the follower sends the
 
 from __future__ import annotations
 
-from starlette.datastructures import Headers
+from collections.abc import Mapping
+
 from starlette.responses import Response
 
 from blobstore.api.conditional import DownloadPlan, Outcome
@@ -26,7 +27,7 @@ _VALIDATED = ("if-none-match", "if-modified-since", "if-match", "if-unmodified-s
 """Preconditions the storage would judge by its own validators: such requests stay on the API."""
 
 
-def redirectable(method: str, headers: Headers, plan: DownloadPlan) -> bool:
+def redirectable(method: str, headers: Mapping[str, str], plan: DownloadPlan) -> bool:
     if method != "GET" or any(name in headers for name in _VALIDATED):
         return False
     if plan.outcome is Outcome.FULL:
@@ -43,7 +44,7 @@ async def presigned_redirect(
     plan: DownloadPlan,
     *,
     method: str,
-    headers: Headers,
+    headers: Mapping[str, str],
 ) -> Response | None:
     """The redirect for this download, or None when the API serves it itself."""
     if not redirectable(method, headers, plan):

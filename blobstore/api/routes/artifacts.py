@@ -25,7 +25,7 @@ from blobstore.api.deps import (
 )
 from blobstore.api.download_responses import ACCEL_REDIRECT, build_download, read_at_once, representation
 from blobstore.api.errors import on_blobstore_error
-from blobstore.api.headers import CONTENT_DIGEST, parse_content_digest
+from blobstore.api.headers import CONTENT_DIGEST, first_values, parse_content_digest
 from blobstore.api.multipart import StreamingForm, boundary_of
 from blobstore.api.redirects import presigned_redirect, redirectable
 from blobstore.api.schemas import ArtifactOut, ArtifactPage, UpdateArtifactRequest, artifact_out
@@ -323,9 +323,11 @@ async def serve_content(request: Request) -> Response:
     state = app_state(request.app)
     service, settings = state.service, state.settings
     caller = await get_caller(request)
-    method, headers = request.method, request.headers
-    params = request.query_params
-    query = {key: value for key in ("offset", "length") if (value := params.get(key)) is not None}
+    method, headers = request.method, first_values(request.scope["headers"])
+    query: dict[str, str] = {}
+    if request.scope["query_string"]:
+        params = request.query_params
+        query = {key: value for key in ("offset", "length") if (value := params.get(key)) is not None}
     may_redirect = settings.s3_presign_downloads
     # Only nginx sets this request header (deploy/nginx-single.conf): a client that sends it straight to the
     # server gets its own empty answer and the path of nginx's internal location, never another's bytes.
@@ -346,7 +348,9 @@ async def serve_content(request: Request) -> Response:
 
     found = await service.read_range(caller, request.path_params["artifact_id"], choose)
     artifact, blob, plan = found.artifact, found.blob, found.plan
-    redirect = await presigned_redirect(service, artifact, blob, plan, method=method, headers=headers)
+    redirect = None
+    if may_redirect:
+        redirect = await presigned_redirect(service, artifact, blob, plan, method=method, headers=headers)
     response = redirect or await build_download(
         service, artifact, blob, plan, head=method == "HEAD", data=found.data, accel=accel
     )
