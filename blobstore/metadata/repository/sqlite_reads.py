@@ -65,14 +65,13 @@ class SqliteLookups:
         row = first(_lookup_sql(), parameters)
         if row is None:
             return None
-        artifact_columns, blob_columns = _converters()
-        split = len(artifact_columns)
-        artifact_row = {
-            name: convert(value) for (name, convert), value in zip(artifact_columns, row[:split], strict=True)
-        }
-        blob_row = {
-            name: convert(value) for (name, convert), value in zip(blob_columns, row[split:], strict=True)
-        }
+        names, converted = _lookup_columns()
+        values = list(row)
+        for index, convert in converted:
+            values[index] = convert(values[index])
+        split = len(names[0])
+        artifact_row = dict(zip(names[0], values[:split], strict=True))
+        blob_row = dict(zip(names[1], values[split:], strict=True))
         return rows.artifact(artifact_row), rows.blob_record(blob_row)
 
     def upload(self, namespace: str, upload_id: str) -> UploadSession | None:
@@ -152,7 +151,8 @@ def _timestamp(value: str | None) -> datetime | None:
 
 
 def _json(value: str) -> Any:
-    return json.loads(value)
+    # Most artifacts carry no metadata: the common text is answered without the parser.
+    return {} if value == "{}" else json.loads(value)
 
 
 def _same(value: Any) -> Any:
@@ -176,6 +176,17 @@ def _converters() -> tuple[tuple[tuple[str, Convert], ...], tuple[tuple[str, Con
         tuple((column.name, _converter(column)) for column in artifacts.c),
         tuple((column.name, _converter(column)) for column in blobs.c),
     )
+
+
+@functools.cache
+def _lookup_columns() -> tuple[tuple[tuple[str, ...], tuple[str, ...]], tuple[tuple[int, Convert], ...]]:
+    """The lookup row's column names (artifacts', blobs') and the positions that need a conversion: most are
+    taken as they are, and only those are converted (a small read's row is about twenty columns)."""
+    artifact_columns, blob_columns = _converters()
+    columns = artifact_columns + blob_columns
+    names = (tuple(name for name, _ in artifact_columns), tuple(name for name, _ in blob_columns))
+    converted = tuple((index, convert) for index, (_, convert) in enumerate(columns) if convert is not _same)
+    return names, converted
 
 
 _LIVE_CONTENT_SQL = "SELECT 1 FROM blobs WHERE sha256 = ? AND size = ? AND state = 'live'"
