@@ -140,6 +140,30 @@ class Nginx:
 
 
 @contextlib.contextmanager
+def running_nginx(binary: str, root: Path, http: str, ready_url: str) -> Iterator[subprocess.Popen[bytes]]:
+    """nginx in the foreground on a main configuration under ``root`` whose ``http`` block holds ``http``
+    (every temporary path inside ``root``), once ``ready_url`` answers; stopped gracefully."""
+    conf = root / "nginx.conf"
+    conf.write_text(
+        f"""
+daemon off; worker_processes 1; pid {root}/nginx.pid; error_log {root}/error.log; user root;
+events {{ worker_connections 256; }}
+http {{
+  access_log off; proxy_temp_path {root}; fastcgi_temp_path {root}; uwsgi_temp_path {root};
+  scgi_temp_path {root};
+{http}
+}}
+"""
+    )
+    process = subprocess.Popen([binary, "-c", str(conf), "-p", str(root)])
+    try:
+        wait_ready(ready_url, process)
+        yield process
+    finally:
+        stop(process, signal.SIGQUIT)
+
+
+@contextlib.contextmanager
 def nginx(work: Path) -> Iterator[Nginx | None]:
     binary = find_binary("nginx")
     if binary is None:
@@ -148,30 +172,17 @@ def nginx(work: Path) -> Iterator[Nginx | None]:
     root = work / "nginx"
     (root / "up").mkdir(parents=True)
     port = free_port()
-    conf = root / "nginx.conf"
-    conf.write_text(
-        f"""
-daemon off; worker_processes 1; pid {root}/nginx.pid; error_log {root}/error.log; user root;
-events {{ worker_connections 256; }}
-http {{
-  access_log off; sendfile on; tcp_nopush on; keepalive_requests 1000000;
-  client_body_temp_path {root}/up; proxy_temp_path {root}; fastcgi_temp_path {root};
-  uwsgi_temp_path {root}; scgi_temp_path {root};
+    base = f"http://127.0.0.1:{port}"
+    http = f"""
+  sendfile on; tcp_nopush on; keepalive_requests 1000000; client_body_temp_path {root}/up;
   server {{
     listen 127.0.0.1:{port}; root {root};
     location /up/ {{ dav_methods PUT; client_max_body_size 0; create_full_put_path on; }}
   }}
-}}
 """
-    )
     version = subprocess.run([binary, "-v"], capture_output=True, text=True).stderr.strip()
-    process = subprocess.Popen([binary, "-c", str(conf), "-p", str(root)])
-    try:
-        base = f"http://127.0.0.1:{port}"
-        wait_ready(f"{base}/", process)
+    with running_nginx(binary, root, http, f"{base}/") as process:
         yield Nginx(base, root, version.removeprefix("nginx version: "), process.pid)
-    finally:
-        stop(process, signal.SIGQUIT)
 
 
 ACCEL_PREFIX = "/_blobstore/"
@@ -199,25 +210,9 @@ def nginx_front(work: Path, ours: Ours) -> Iterator[str | None]:
         if site.count(shipped) != 1:
             raise SystemExit(f"deploy/nginx-single.conf no longer has one {shipped!r}")
         site = site.replace(shipped, local)
-    conf = root / "nginx.conf"
-    conf.write_text(
-        f"""
-daemon off; worker_processes 1; pid {root}/nginx.pid; error_log {root}/error.log; user root;
-events {{ worker_connections 256; }}
-http {{
-  access_log off; client_body_temp_path {root}; proxy_temp_path {root}; fastcgi_temp_path {root};
-  uwsgi_temp_path {root}; scgi_temp_path {root};
-{site}
-}}
-"""
-    )
-    process = subprocess.Popen([binary, "-c", str(conf), "-p", str(root)])
-    try:
-        base = f"http://127.0.0.1:{port}"
-        wait_ready(f"{base}/readyz", process)
+    base = f"http://127.0.0.1:{port}"
+    with running_nginx(binary, root, f"  client_body_temp_path {root};\n{site}", f"{base}/readyz"):
         yield base
-    finally:
-        stop(process, signal.SIGQUIT)
 
 
 @dataclass

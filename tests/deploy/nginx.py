@@ -7,10 +7,16 @@ every path inside a temporary directory, so ``nginx`` runs unprivileged of the m
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
-from collections.abc import Sequence
+import subprocess
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+import httpx
+
+from tests.fixtures.waiting import wait_until
 
 SHIPPED = Path(__file__).resolve().parents[2] / "deploy" / "nginx.conf"
 SHIPPED_SINGLE = SHIPPED.with_name("nginx-single.conf")
@@ -82,3 +88,39 @@ http {{
 
 def command(root: Path, main: Path, *args: str) -> list[str]:
     return [NGINX, "-p", str(root), "-c", str(main), "-e", str(root / "error.log"), *args]
+
+
+@contextlib.contextmanager
+def running(root: Path, site: str, port: int, *, within: float) -> Iterator[str]:
+    """nginx in the foreground on ``site`` (listening on ``port``) under ``root``: its URL once ``/healthz``
+    answers through it, within ``within`` seconds; a process that exits first fails with its error log."""
+    main = main_config(root, site)
+    process = subprocess.Popen(command(root, main, "-g", "daemon off;"), start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+
+    def answering() -> bool:
+        if process.poll() is not None:
+            raise AssertionError((root / "error.log").read_text(errors="replace"))
+        try:
+            return httpx.get(f"{url}/healthz", timeout=5).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    try:
+        wait_until(answering, within=within, what="nginx")
+        yield url
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+PASSED_ON: tuple[str, ...] = (
+    "etag",
+    "last-modified",
+    "cache-control",
+    "content-type",
+    "content-disposition",
+    "x-content-type-options",
+    "content-security-policy",
+)
+"""The server's headers of a whole download that nginx sends with the file (``deploy/nginx-single.conf``)."""

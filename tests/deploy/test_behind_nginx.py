@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.deploy.nginx import command, main_config, render_single_site
+from tests.deploy.nginx import PASSED_ON, render_single_site, running
 from tests.fixtures.ports import free_port
 from tests.fixtures.server import Server, start_server, stop_server
 from tests.fixtures.waiting import wait_until
@@ -41,24 +41,8 @@ def nginx(tmp_path: Path, server: Server) -> Iterator[str]:
     root.mkdir()
     port = free_port()
     site = render_single_site(port, int(server.url.rsplit(":", 1)[1]), server.data_dir / "blobs")
-    main = main_config(root, site)
-    process = subprocess.Popen(command(root, main, "-g", "daemon off;"), start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-
-    def answering() -> bool:
-        if process.poll() is not None:
-            raise AssertionError((root / "error.log").read_text(errors="replace"))
-        try:
-            return httpx.get(f"{url}/healthz", timeout=5).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        wait_until(answering, within=DEADLINE_SECONDS, what="nginx")
+    with running(root, site, port, within=DEADLINE_SECONDS) as url:
         yield url
-    finally:
-        process.terminate()
-        process.wait(30)
 
 
 def access_line(server: Server, request_id: str) -> dict[str, Any]:
@@ -94,15 +78,7 @@ def test_nginx_sends_whole_downloads_with_the_servers_headers_and_the_server_sen
             line.split(": ", 1) for line in headers.decode("latin-1").lower().splitlines()[1:] if ": " in line
         )
         assert received["content-length"] == str(len(DATA))
-        for name in (
-            "etag",
-            "last-modified",
-            "cache-control",
-            "content-type",
-            "content-disposition",
-            "x-content-type-options",
-            "content-security-policy",
-        ):
+        for name in PASSED_ON:
             assert received[name] == direct.headers[name].lower(), name
         assert received["x-request-id"] == "accel-whole"
         assert "x-accel-redirect" not in received

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.deploy.nginx import command, main_config, render_site
+from tests.deploy.nginx import render_site, running
 from tests.fixtures.ports import free_port
 from tests.fixtures.server import Server, start_server, stop_server
 from tests.fixtures.waiting import wait_until
@@ -57,24 +56,8 @@ def nginx(tmp_path: Path, replicas: tuple[Server, Server]) -> Iterator[str]:
     root.mkdir()
     port = free_port()
     upstreams = [int(server.url.rsplit(":", 1)[1]) for server in replicas]
-    main = main_config(root, render_site(port, upstreams))
-    process = subprocess.Popen(command(root, main, "-g", "daemon off;"), start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-
-    def answering() -> bool:
-        if process.poll() is not None:
-            raise AssertionError((root / "error.log").read_text(errors="replace"))
-        try:
-            return httpx.get(f"{url}/healthz", timeout=5).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        wait_until(answering, within=DEADLINE_SECONDS, what="nginx")
+    with running(root, render_site(port, upstreams), port, within=DEADLINE_SECONDS) as url:
         yield url
-    finally:
-        process.terminate()
-        process.wait(30)
 
 
 def test_one_replica_stores_the_other_serves_and_nginx_spreads_requests_over_both(
