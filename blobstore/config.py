@@ -208,6 +208,11 @@ class Settings(BaseSettings):
         return [name for name, on in flags.items() if on]
 
     @property
+    def accel_redirect_ignored(self) -> bool:
+        """``accel_redirect`` is set while the storage holds no files nginx could send (``serve`` says so)."""
+        return self.accel_redirect is not None and urlsplit(self.resolved_storage_url).scheme != "file"
+
+    @property
     def resolved_audit_log(self) -> Path:
         """Where audit lines go: ``audit_log``, else ``audit.jsonl`` in the data directory (``-``: stdout)."""
         return self.audit_log or self.data_dir / "audit.jsonl"

@@ -186,6 +186,11 @@ def serve(
     )
     for name in settings.ignored_presign_settings:
         click.echo(f"blobstore: {name} is ignored: presigned URLs need S3 storage (s3://…).", err=True)
+    if settings.accel_redirect_ignored:
+        message = (
+            "BLOBSTORE_ACCEL_REDIRECT is ignored: nginx can only send the files of local storage (file://…)."
+        )
+        click.echo(f"blobstore: {message}", err=True)
     reserve = disk_reserve(settings, server=True)
     try:
         if reserve is not None:

@@ -12,8 +12,11 @@ from typing import Any
 
 import httpx
 import pytest
+from click.testing import CliRunner
 
 from blobstore.api import create_app
+from blobstore.cli import main
+from blobstore.cli import serve as serve_module
 from blobstore.config import Settings, SettingsError, load_settings
 from blobstore.runtime import open_service
 from tests.deploy.nginx import PASSED_ON
@@ -136,3 +139,24 @@ def test_the_setting_takes_only_a_plain_path_prefix(value: str) -> None:
 
 def test_the_setting_keeps_a_plain_path_prefix() -> None:
     assert load_settings(accel_redirect="/internal/blobs/").accel_redirect == "/internal/blobs/"
+
+
+def test_the_setting_is_ignored_without_files_and_serve_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert not disk_settings(tmp_path, accel_redirect=PREFIX).accel_redirect_ignored
+    assert not Settings(data_dir=tmp_path, accel_redirect=PREFIX).accel_redirect_ignored  # default: file://
+    assert Settings(data_dir=tmp_path, storage_url="memory://", accel_redirect=PREFIX).accel_redirect_ignored
+    assert Settings(data_dir=tmp_path, storage_url="s3://b/p", accel_redirect=PREFIX).accel_redirect_ignored
+    assert not Settings(data_dir=tmp_path, storage_url="memory://").accel_redirect_ignored
+
+    monkeypatch.setenv("BLOBSTORE_ACCEL_REDIRECT", PREFIX)
+    monkeypatch.setenv("BLOBSTORE_STORAGE_URL", "memory://")
+    # No ASGI server: serve returns once its start-up checks and messages are done.
+    monkeypatch.setitem(serve_module._RUNNERS, "uvicorn", lambda settings: None)
+    result = CliRunner().invoke(main, ["serve", "--data-dir", str(tmp_path / "d"), "--server", "uvicorn"])
+    ignored = "BLOBSTORE_ACCEL_REDIRECT is ignored: nginx can only send the files of local storage"
+    assert ignored in result.output
+    monkeypatch.setenv("BLOBSTORE_STORAGE_URL", (tmp_path / "blobs").as_uri())
+    quiet = CliRunner().invoke(main, ["serve", "--data-dir", str(tmp_path / "e"), "--server", "uvicorn"])
+    assert "ACCEL_REDIRECT" not in quiet.output
