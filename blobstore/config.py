@@ -197,20 +197,19 @@ class Settings(BaseSettings):
         return self
 
     @property
-    def ignored_presign_settings(self) -> list[str]:
-        """Presign settings that are on while the storage is not S3 (they do nothing; ``serve`` says so)."""
-        if urlsplit(self.resolved_storage_url).scheme == "s3":
-            return []
-        flags = {
-            "BLOBSTORE_S3_PRESIGN_DOWNLOADS": self.s3_presign_downloads,
-            "BLOBSTORE_S3_PRESIGN_UPLOADS": self.s3_presign_uploads,
+    def ignored_settings(self) -> dict[str, str]:
+        """Settings that are on but do nothing with this storage, and why (``serve`` says so at start)."""
+        scheme = urlsplit(self.resolved_storage_url).scheme
+        presign = "presigned URLs need S3 storage (s3://…)"
+        reasons = {
+            "BLOBSTORE_S3_PRESIGN_DOWNLOADS": (self.s3_presign_downloads and scheme != "s3", presign),
+            "BLOBSTORE_S3_PRESIGN_UPLOADS": (self.s3_presign_uploads and scheme != "s3", presign),
+            "BLOBSTORE_ACCEL_REDIRECT": (
+                self.accel_redirect is not None and scheme != "file",
+                "nginx can only send the files of local storage (file://…)",
+            ),
         }
-        return [name for name, on in flags.items() if on]
-
-    @property
-    def accel_redirect_ignored(self) -> bool:
-        """``accel_redirect`` is set while the storage holds no files nginx could send (``serve`` says so)."""
-        return self.accel_redirect is not None and urlsplit(self.resolved_storage_url).scheme != "file"
+        return {name: why for name, (ignored, why) in reasons.items() if ignored}
 
     @property
     def resolved_audit_log(self) -> Path:

@@ -184,13 +184,8 @@ def serve(
         cleanup_interval_seconds=cleanup_interval,
         cors_origins=cors_origins,
     )
-    for name in settings.ignored_presign_settings:
-        click.echo(f"blobstore: {name} is ignored: presigned URLs need S3 storage (s3://…).", err=True)
-    if settings.accel_redirect_ignored:
-        message = (
-            "BLOBSTORE_ACCEL_REDIRECT is ignored: nginx can only send the files of local storage (file://…)."
-        )
-        click.echo(f"blobstore: {message}", err=True)
+    for name, why in settings.ignored_settings.items():
+        click.echo(f"blobstore: {name} is ignored: {why}.", err=True)
     reserve = disk_reserve(settings, server=True)
     try:
         if reserve is not None:

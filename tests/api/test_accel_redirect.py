@@ -144,19 +144,22 @@ def test_the_setting_keeps_a_plain_path_prefix() -> None:
 def test_the_setting_is_ignored_without_files_and_serve_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert not disk_settings(tmp_path, accel_redirect=PREFIX).accel_redirect_ignored
-    assert not Settings(data_dir=tmp_path, accel_redirect=PREFIX).accel_redirect_ignored  # default: file://
-    assert Settings(data_dir=tmp_path, storage_url="memory://", accel_redirect=PREFIX).accel_redirect_ignored
-    assert Settings(data_dir=tmp_path, storage_url="s3://b/p", accel_redirect=PREFIX).accel_redirect_ignored
-    assert not Settings(data_dir=tmp_path, storage_url="memory://").accel_redirect_ignored
+    def ignored(**values: Any) -> bool:
+        return "BLOBSTORE_ACCEL_REDIRECT" in Settings(data_dir=tmp_path, **values).ignored_settings
+
+    assert not ignored(storage_url=(tmp_path / "blobs").as_uri(), accel_redirect=PREFIX)
+    assert not ignored(accel_redirect=PREFIX)  # the default storage: file://<data dir>/blobs
+    assert ignored(storage_url="memory://", accel_redirect=PREFIX)
+    assert ignored(storage_url="s3://b/p", accel_redirect=PREFIX)
+    assert not ignored(storage_url="memory://")
 
     monkeypatch.setenv("BLOBSTORE_ACCEL_REDIRECT", PREFIX)
     monkeypatch.setenv("BLOBSTORE_STORAGE_URL", "memory://")
     # No ASGI server: serve returns once its start-up checks and messages are done.
     monkeypatch.setitem(serve_module._RUNNERS, "uvicorn", lambda settings: None)
     result = CliRunner().invoke(main, ["serve", "--data-dir", str(tmp_path / "d"), "--server", "uvicorn"])
-    ignored = "BLOBSTORE_ACCEL_REDIRECT is ignored: nginx can only send the files of local storage"
-    assert ignored in result.output
+    said = "BLOBSTORE_ACCEL_REDIRECT is ignored: nginx can only send the files of local storage"
+    assert said in result.output
     monkeypatch.setenv("BLOBSTORE_STORAGE_URL", (tmp_path / "blobs").as_uri())
     quiet = CliRunner().invoke(main, ["serve", "--data-dir", str(tmp_path / "e"), "--server", "uvicorn"])
     assert "ACCEL_REDIRECT" not in quiet.output

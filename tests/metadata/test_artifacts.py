@@ -262,15 +262,21 @@ async def test_find_artifacts_with_content_lists_visible_ones_of_the_namespace_n
     assert await repo.find_artifacts_with_content("ns", "0" * 64, now=T0) == []
 
 
-async def test_content_lookup_reads_every_field_back_as_committed(repo: MetadataRepository) -> None:
+@pytest.mark.parametrize(
+    ("metadata", "media"),
+    [
+        ({"ключ": "значение", "n": "1"}, {"width": 3, "height": 4, "nested": {"a": [1, 2]}}),
+        ({}, {}),  # the common case, answered without the JSON parser
+    ],
+)
+async def test_content_lookup_reads_every_field_back_as_committed(
+    repo: MetadataRepository, metadata: dict[str, str], media: dict[str, object]
+) -> None:
     # On SQLite the content lookup is a hand-written statement whose row is converted by hand: every column
     # must come back as the SQLAlchemy read of the same row gives it.
     expires = T0 + timedelta(days=2, microseconds=123_456)
     new = dataclasses.replace(
-        new_artifact(expires_at=expires, pinned=True),
-        name="résumé ✓.txt",
-        metadata={"ключ": "значение", "n": "1"},
-        media={"width": 3, "height": 4, "nested": {"a": [1, 2]}},
+        new_artifact(expires_at=expires, pinned=True), name="résumé ✓.txt", metadata=metadata, media=media
     )
     result = await repo.commit_artifact(blob=blob_info(b"0123456789"), artifact=new)
     later = datetime(2030, 1, 5, 3, 0, tzinfo=timezone(timedelta(hours=5)))

@@ -170,22 +170,16 @@ def _converter(column: sa.Column[Any]) -> Convert:
 
 
 @functools.cache
-def _converters() -> tuple[tuple[tuple[str, Convert], ...], tuple[tuple[str, Convert], ...]]:
-    """Each selected column's name and conversion, artifacts' then blobs', in :func:`_lookup_sql`'s order."""
-    return (
-        tuple((column.name, _converter(column)) for column in artifacts.c),
-        tuple((column.name, _converter(column)) for column in blobs.c),
-    )
-
-
-@functools.cache
 def _lookup_columns() -> tuple[tuple[tuple[str, ...], tuple[str, ...]], tuple[tuple[int, Convert], ...]]:
-    """The lookup row's column names (artifacts', blobs') and the positions that need a conversion: most are
-    taken as they are, and only those are converted (a small read's row is about twenty columns)."""
-    artifact_columns, blob_columns = _converters()
-    columns = artifact_columns + blob_columns
-    names = (tuple(name for name, _ in artifact_columns), tuple(name for name, _ in blob_columns))
-    converted = tuple((index, convert) for index, (_, convert) in enumerate(columns) if convert is not _same)
+    """The lookup row's column names (artifacts', blobs', in :func:`_lookup_sql`'s order) and the positions
+    that need a conversion: most columns are taken as they are (a small read's row is about twenty)."""
+    names = (tuple(column.name for column in artifacts.c), tuple(column.name for column in blobs.c))
+    columns = (*artifacts.c, *blobs.c)
+    converted = tuple(
+        (index, convert)
+        for index, column in enumerate(columns)
+        if (convert := _converter(column)) is not _same
+    )
     return names, converted
 
 
