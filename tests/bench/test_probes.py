@@ -1,0 +1,48 @@
+"""The two probes behind docs/performance.md's reading of this machine run as documented and report what
+they measured (no speed is asserted)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*argv: str) -> str:
+    result = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+def test_inprocess_reads_reports_the_cpu_of_each_round_and_their_median() -> None:
+    out = run("bench/inprocess_reads.py", "--rounds", "2", "--requests", "50")
+    found = re.fullmatch(
+        r"CPU per 64 KiB range read, in process: rounds ([0-9.]+), ([0-9.]+) µs; median ([0-9.]+) µs\n", out
+    )
+    assert found is not None, out
+    first, second, median = (float(value) for value in found.groups())
+    assert 0 < min(first, second) <= median <= max(first, second)
+
+
+def test_first_write_reports_both_writes_and_leaves_no_file(tmp_path: Path) -> None:
+    out = run("bench/first_write.py", "--mib", "16", "--dir", str(tmp_path))
+    lines = out.splitlines()
+    assert [line.split(" write of ")[0] for line in lines] == ["first", "second"]
+    for line in lines:
+        assert re.fullmatch(r"\w+ write of 16 MiB: wall [0-9.]+ s, CPU [0-9.]+ s \([0-9.]+ s per GiB\)", line)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_first_write_refuses_a_size_it_cannot_write_in_whole_pieces(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "bench/first_write.py", "--mib", "12", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert result.returncode == 2
+    assert "--mib must be a positive multiple of 8" in result.stderr
