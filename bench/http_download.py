@@ -18,44 +18,16 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from peers import find_binary, free_port, running_nginx, stop, wait_ready
 
 SERVERS = ("uvicorn", "granian", "hypercorn")
 MiB = 1024 * 1024
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"server exited early with {process.returncode}")
-        result = subprocess.run(["curl", "-sf", "-o", "/dev/null", url], check=False)
-        if result.returncode == 0:
-            return
-        time.sleep(0.2)
-    raise SystemExit(f"{url} did not become ready")
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    process.send_signal(signal.SIGINT)
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 def make_payload(path: Path, size: int) -> str:
@@ -125,7 +97,7 @@ def bench_server(
             raise SystemExit(f"{name}: downloaded bytes differ from the upload")
         speeds = measure(url, size, runs)
     finally:
-        stop(process)
+        stop(process, signal.SIGINT)
     blob_file = max(
         (p for p in (data_dir / "blobs").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size
     )
@@ -133,35 +105,21 @@ def bench_server(
 
 
 def bench_nginx(blob_file: Path, size: int, runs: int, work: Path) -> list[float] | None:
-    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
-    if nginx is None:
+    binary = find_binary("nginx")
+    if binary is None:
         print("nginx not found: skipping the reference row", file=sys.stderr)
         return None
     port = free_port()
     root = work / "nginx"
     root.mkdir(exist_ok=True)
     shutil.copy(blob_file, root / "payload.bin")
-    conf = root / "nginx.conf"
-    conf.write_text(
-        f"""
-daemon off; worker_processes 1; pid {root}/nginx.pid; error_log {root}/error.log; user root;
-events {{ worker_connections 64; }}
-http {{
-  access_log off; sendfile on; tcp_nopush on;
-  client_body_temp_path {root}; proxy_temp_path {root}; fastcgi_temp_path {root};
-  uwsgi_temp_path {root}; scgi_temp_path {root};
+    http = f"""
+  sendfile on; tcp_nopush on; client_body_temp_path {root};
   server {{ listen 127.0.0.1:{port}; root {root}; }}
-}}
 """
-    )
-    process = subprocess.Popen([nginx, "-c", str(conf), "-p", str(root)])
-    try:
-        url = f"http://127.0.0.1:{port}/payload.bin"
-        wait_ready(url, process)
+    url = f"http://127.0.0.1:{port}/payload.bin"
+    with running_nginx(binary, root, http, url):
         return measure(url, size, runs)
-    finally:
-        process.send_signal(signal.SIGQUIT)
-        process.wait(timeout=20)
 
 
 def main() -> None:

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -36,13 +38,15 @@ def test_first_write_reports_both_writes_and_leaves_no_file(tmp_path: Path) -> N
     assert list(tmp_path.iterdir()) == []
 
 
-def test_first_write_refuses_a_size_it_cannot_write_in_whole_pieces(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "bench/first_write.py", "--mib", "12", "--dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["bench/inprocess_reads.py", "--requests", "0"], "--requests and --rounds must be at least 1"),
+        (["bench/first_write.py", "--mib", "12"], "--mib must be a positive multiple of 8"),
+    ],
+    ids=["inprocess-reads-empty-round", "first-write-partial-piece"],
+)
+def test_a_probe_refuses_what_it_cannot_measure(argv: list[str], message: str) -> None:
+    result = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert result.returncode == 2
-    assert "--mib must be a positive multiple of 8" in result.stderr
+    assert message in result.stderr
