@@ -28,11 +28,12 @@ from pathlib import Path
 import anyio
 from mcp_read import RawStdioClient
 
-from blobstore.cleanup import CleanupReport, run_cleanup
+from blobstore.cleanup import run_cleanup
+from blobstore.cleanup_report import CleanupReport
 from blobstore.clock import utcnow
 from blobstore.config import Settings
 from blobstore.models import Caller
-from blobstore.runtime import open_service
+from blobstore.runtime import open_runtime, open_service
 
 NAMESPACE = "default"
 """What ``blobstore mcp`` lists without a token or ``--namespace``."""
@@ -92,10 +93,10 @@ def timed_cleanup(store: Store) -> float:
         return utcnow() + timedelta(seconds=TTL_SECONDS + 60)
 
     async def run() -> tuple[float, CleanupReport]:
-        async with open_service(Settings(data_dir=store.data_dir), server=False) as service:
-            service.clock = later
+        async with open_runtime(Settings(data_dir=store.data_dir), server=False) as runtime:
+            runtime.service.clock.source = later
             started = time.perf_counter()
-            report = await run_cleanup(service, grace_seconds=0)
+            report = await run_cleanup(runtime.cleanup, grace_seconds=0)
             return time.perf_counter() - started, report
 
     before = blob_files(store.data_dir)
