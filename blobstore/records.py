@@ -47,6 +47,20 @@ class UploadTransitions(Protocol):
     ) -> bool: ...
 
 
+class LeaseRecords(Protocol):
+    """Completion leases in the upload rows (:class:`~blobstore.completion_leases.CompletionLeases`)."""
+
+    async def begin_completion(
+        self, upload_id: str, *, owner: str, lease_until: datetime, now: datetime
+    ) -> bool: ...
+
+    async def renew_completion(self, upload_id: str, *, owner: str, lease_until: datetime) -> bool: ...
+
+    async def release_completion(
+        self, upload_id: str, *, owner: str | None, now: datetime, expired_only: bool
+    ) -> bool: ...
+
+
 class UploadRecords(FreeingRecords, ChunkRecords, UploadTransitions, Protocol):
     """The chunked-upload state machine's rows (:class:`~blobstore.upload_sessions.UploadManager`)."""
 
@@ -59,16 +73,6 @@ class UploadRecords(FreeingRecords, ChunkRecords, UploadTransitions, Protocol):
     async def count_open_uploads(self, namespace: str) -> int: ...
 
     async def record_chunk(self, chunk: ChunkRecord) -> ChunkRecord: ...
-
-    async def begin_completion(
-        self, upload_id: str, *, owner: str, lease_until: datetime, now: datetime
-    ) -> bool: ...
-
-    async def renew_completion(self, upload_id: str, *, owner: str, lease_until: datetime) -> bool: ...
-
-    async def release_completion(
-        self, upload_id: str, *, owner: str | None, now: datetime, expired_only: bool
-    ) -> bool: ...
 
 
 class TailRecords(ChunkRecords, Protocol):
