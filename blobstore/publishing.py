@@ -24,8 +24,8 @@ from blobstore.errors import BlobstoreError, ContentNotLive, InvalidRequest, Quo
 from blobstore.events import ArtifactChange, ArtifactEvent, ArtifactEvents
 from blobstore.ids import new_artifact_id
 from blobstore.media import PROBE_BYTES, probe, resolve_mime
-from blobstore.metadata.repository import MetadataRepository
 from blobstore.models import Artifact, BlobInfo, Caller, CompletionClaim, NewArtifact
+from blobstore.records import PublishRecords
 from blobstore.storage.base import NOT_KEPT, BlobStore, Present
 from blobstore.validation import validate_metadata, validate_mime, validate_name
 
@@ -36,7 +36,7 @@ class Publisher:
         *,
         settings: Settings,
         blobs: BlobStore,
-        repo: MetadataRepository,
+        repo: PublishRecords,
         audit: AuditLog,
         events: ArtifactEvents,
         clock: Clock,

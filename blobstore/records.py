@@ -14,8 +14,12 @@ from typing import Protocol, TypeVar
 
 from blobstore.models import (
     Artifact,
+    BlobInfo,
     BlobRecord,
     ChunkRecord,
+    CommitResult,
+    CompletionClaim,
+    NewArtifact,
     TokenRecord,
     UploadSession,
     UploadState,
@@ -45,6 +49,28 @@ class UploadTransitions(Protocol):
         artifact_id: str | None = None,
         now: datetime,
     ) -> bool: ...
+
+
+class PublishRecords(Protocol):
+    """The quota and the commit of a new artifact (:class:`~blobstore.publishing.Publisher`)."""
+
+    async def namespace_usage(self, namespace: str, *, now: datetime) -> int: ...
+
+    async def commit_artifact(
+        self,
+        *,
+        blob: BlobInfo,
+        artifact: NewArtifact,
+        quota: int | None = None,
+        completion: CompletionClaim | None = None,
+        now: datetime | None = None,
+        dedup_only: bool = False,
+    ) -> CommitResult: ...
+
+    @property
+    def blocking_reads(self) -> bool: ...
+
+    def live_content_blocking(self, sha256: str, size: int) -> bool: ...
 
 
 class LeaseRecords(Protocol):

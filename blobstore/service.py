@@ -113,13 +113,18 @@ class ArtifactService:
         self.uploads = uploads
         self.audit = audit
         self.events = events
-        self.clock = clock
-        """Shared with every collaborator: setting its ``source`` moves every rule with a deadline at once."""
+        self._clock = clock
         # Each one-call range read holds a thread and up to a window's worth of blocks: bound both.
         self._read_limiter = anyio.CapacityLimiter(_READ_THREADS)
         self._blocking_checked: object = None
         self._blocking: SupportsBlockingRead | None = None
         self._cached: SupportsCachedRead | None = None
+
+    @property
+    def clock(self) -> StoreClock:
+        """The store's clock, shared with every collaborator: setting its ``source`` moves every rule with a
+        deadline at once. Read-only, so that replacing it (it would move the service alone) fails loudly."""
+        return self._clock
 
     # -- creating artifacts (see Publisher) -----------------------------------------------------------------
 
@@ -155,7 +160,7 @@ class ArtifactService:
     # -- reading --------------------------------------------------------------------------------------------
 
     async def get_artifact(self, caller: Caller, artifact_id: str) -> Artifact:
-        found = await self.repo.get_artifact(caller.namespace, check_id(artifact_id), now=self.clock())
+        found = await self.repo.get_artifact(caller.namespace, check_id(artifact_id), now=self._clock())
         if found is None:
             raise NotFound()
         return found
@@ -163,7 +168,7 @@ class ArtifactService:
     async def open_artifact(self, caller: Caller, artifact_id: str) -> tuple[Artifact, BlobInfo]:
         """The artifact and the blob to stream it from; NotFound for missing, expired and foreign ids."""
         found = await self.repo.get_artifact_with_blob(
-            caller.namespace, check_id(artifact_id), now=self.clock()
+            caller.namespace, check_id(artifact_id), now=self._clock()
         )
         if found is None:
             raise NotFound()
@@ -182,7 +187,7 @@ class ArtifactService:
         wait is done again on the thread). NotFound for missing, expired and foreign ids.
         """
         artifact_id = check_id(artifact_id)
-        now = self.clock()
+        now = self._clock()
         blobs = self._blocking_blobs()
         if blobs is not None and self.repo.blocking_reads:
             namespace = caller.namespace
@@ -285,7 +290,7 @@ class ArtifactService:
             raise InvalidRequest("limit must be between 1 and 1000")
         after = decode_cursor(cursor) if cursor is not None else None
         items = await self.repo.list_artifacts(
-            caller.namespace, now=self.clock(), limit=limit + 1, after=after
+            caller.namespace, now=self._clock(), limit=limit + 1, after=after
         )
         more = len(items) > limit
         items = items[:limit]
@@ -307,7 +312,7 @@ class ArtifactService:
     async def update_artifact(
         self, caller: Caller, artifact_id: str, *, ttl_seconds: int | None = UNSET, pinned: bool = UNSET
     ) -> Artifact:
-        now = self.clock()
+        now = self._clock()
         changes: dict[str, Any] = {}
         if ttl_seconds is not UNSET:
             changes["expires_at"] = None if ttl_seconds is None else self.expiry_for(ttl_seconds, now)
