@@ -30,6 +30,10 @@ from blobstore.errors import InvalidRequest, RequestTimeout, TooLarge
 
 MULTIPART_ALLOWANCE = 1024 * 1024
 """Room above the largest artifact for a multipart envelope and its form fields."""
+LINGER_SECONDS = 30.0
+"""How long the rest of a body the answer did not wait for is read and dropped before the answer goes out
+(nginx's ``lingering_time`` is 30 s too); a client still sending after it gets the answer with the connection
+closed."""
 
 
 def _declared_length(scope: Scope) -> int | None:
@@ -145,7 +149,30 @@ class BodyGuard:
                 complete = True
             return message
 
-        await self.app(scope, guarded, send)
+        if declared == 0 or (declared is None and not _chunked(scope)):
+            await self.app(scope, guarded, send)
+            return
+
+        async def answering(message: Message) -> None:
+            if message["type"] == "http.response.start" and not complete:
+                # An answer before the end of the body (an upload refused half-way, on a full disk say):
+                # a server that closes the connection with body bytes unread resets it, and the client,
+                # still sending, never reads the answer. So the rest is read and dropped first, for a while.
+                with anyio.move_on_after(LINGER_SECONDS):
+                    try:
+                        while not complete:
+                            await guarded()
+                    except (RequestTimeout, TooLarge):
+                        pass
+                if not complete:
+                    message = {**message, "headers": [*message.get("headers", ()), (b"connection", b"close")]}
+            await send(message)
+
+        await self.app(scope, guarded, answering)
+
+
+def _chunked(scope: Scope) -> bool:
+    return any(name == b"transfer-encoding" for name, _value in scope.get("headers", ()))
 
 
 _CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")

@@ -48,6 +48,8 @@ from blobstore.storage.s3_multipart import MIN_PART_SIZE, MULTIPART_MARKER, Mult
 from blobstore.storage.s3_staging import staging_prefix
 
 MAX_PART_SIZE = 5 * 1024 * 1024 * 1024
+_PARTS_REFUSED_CODES = frozenset({"InvalidPart", "InvalidPartOrder"})
+"""S3's answers to a completion naming a part it does not have with that ETag."""
 _MISSING_SHOWN = 100
 
 
@@ -153,9 +155,7 @@ class DirectUploads:
         if marker is None:
             # A completer verified the object, then stopped before its commit: the object is an orphan now.
             await self.restart(staging_ref, sha256=expected_sha256)
-            raise UploadIncomplete(
-                missing=list(range(1, min(count, _MISSING_SHOWN) + 1)), missing_count=count
-            )
+            raise _every_part_missing(count)
         object_key = marker["key"]
         try:
             listed = await self._list_parts(object_key, marker["upload_id"])
@@ -175,7 +175,14 @@ class DirectUploads:
                 await upload.complete()
             except NotFound:
                 listed = None
-            except StorageUnavailable:
+            except StorageUnavailable as exc:
+                if exc.backend_code in _PARTS_REFUSED_CODES:
+                    # S3 has not every part with the ETag named (never sent, or sent again since): it does not
+                    # say which, and the parts it has stay. Sending them all again is what fixes it.
+                    raise _every_part_missing(
+                        count,
+                        "S3 does not hold every part the completion names with its ETag: send them again",
+                    ) from exc
                 # Such endpoints (s3rver) fail the completion of a finished upload without saying why.
                 if not unlisted or await self.s3.head(object_key) is None:
                     raise
@@ -186,9 +193,7 @@ class DirectUploads:
             copied = await self._own_copy(object_key, expected_sha256)
             if copied is None:
                 await self.restart(staging_ref, sha256=expected_sha256)
-                raise UploadIncomplete(
-                    missing=list(range(1, min(count, _MISSING_SHOWN) + 1)), missing_count=count
-                )
+                raise _every_part_missing(count)
             object_key = copied
         try:
             digest = await self._verify(object_key, expected_size, expected_sha256, progress)
@@ -259,6 +264,13 @@ class DirectUploads:
         finally:
             body.close()
         return writer.finish(expected_sha256=sha256)
+
+
+def _every_part_missing(count: int, message: str | None = None) -> UploadIncomplete:
+    """Every part is to be sent (again): the first :data:`_MISSING_SHOWN` part numbers, and how many."""
+    return UploadIncomplete(
+        message, missing=list(range(1, min(count, _MISSING_SHOWN) + 1)), missing_count=count
+    )
 
 
 class _CannotList(Exception):

@@ -54,7 +54,11 @@ async def write_overlapped(
             group.start_soon(drain)
             async with send:
                 async for batch in batches:
-                    await send.send(batch)
+                    try:
+                        await send.send(batch)
+                    except anyio.BrokenResourceError:
+                        # The writer failed and closed its end: its error, not this one, is the answer.
+                        break
     except BaseExceptionGroup as failed:
         # The caller expects the catalogue error itself, as from a plain loop; a failure of one side cancels
         # the other, so there is one error (a second one at the same moment is kept as the first's cause).

@@ -4,7 +4,10 @@ Each write streams into a *sink* that the backend opens (a temp file, a buffer, 
 is hashed on its way in, has its size and digest claims checked, and only then is published (under a
 generation key) or kept (as a staged chunk). Whatever happens, the sink is discarded at the end: after a
 publish that frees what the write needed (a temp file, a commit's marker), after a failure it takes back
-everything the write left; the error itself always reaches the caller.
+everything the write left; the error itself always reaches the caller. An ``OSError`` from anywhere in the
+sequence (a write, an ``fsync``, a directory ``fsync``, a link, a rename, in the request's task or in the one
+that writes while the next batch arrives) reaches it as the catalogue's ``StorageFull`` (``ENOSPC``,
+``EDQUOT``) or ``StorageUnavailable``, translated here once for every backend whatever the sink did not.
 
 Backends provide only the primitive steps: the sinks (:class:`BlobSink`, :class:`CommitSink`,
 :class:`ChunkSink`) and the three methods
@@ -23,6 +26,7 @@ import anyio
 from blobstore.digests import ChunkHasher, HashingWriter, StreamDigest, normalize_sha256, normalize_xxh3
 from blobstore.models import BlobInfo, ChunkReceipt
 from blobstore.storage.base import Present, ProgressCallback
+from blobstore.storage.io_errors import mapped_os_errors
 from blobstore.storage.keys import validate_chunk_index, validate_staging_ref
 from blobstore.storage.staging import check_commit_chunks
 from blobstore.storage.streams import WRITE_BATCH, batched, write_overlapped
@@ -127,18 +131,19 @@ class StagedWrites(ABC):
     ) -> BlobInfo:
         claimed = _claimed_sha256(expected_sha256)
         writer = HashingWriter(block_size=self.block_size, max_size=max_size, expected_size=expected_size)
-        sink = await self._blob_sink(claimed)
-        try:
-            batches = batched(data, writer.check_size, WRITE_BATCH)
-            first = await anext(batches, None)
-            if first is not None and len(first) < WRITE_BATCH and _one_step(type(sink)):
-                # Only the stream's last batch is short: a small body takes one step (one thread hop).
-                return await cast(OneStepSink, sink).write_and_publish(first, writer, claimed, present)
-            if first is not None:
-                await write_overlapped(_chained(first, batches), lambda batch: sink.write(batch, writer))
-            return await _publish(sink, writer, claimed)
-        finally:
-            await _discard(sink)
+        with mapped_os_errors():
+            sink = await self._blob_sink(claimed)
+            try:
+                batches = batched(data, writer.check_size, WRITE_BATCH)
+                first = await anext(batches, None)
+                if first is not None and len(first) < WRITE_BATCH and _one_step(type(sink)):
+                    # Only the stream's last batch is short: a small body takes one step (one thread hop).
+                    return await cast(OneStepSink, sink).write_and_publish(first, writer, claimed, present)
+                if first is not None:
+                    await write_overlapped(_chained(first, batches), lambda batch: sink.write(batch, writer))
+                return await _publish(sink, writer, claimed)
+            finally:
+                await _discard(sink)
 
     async def stage_put(
         self,
@@ -156,13 +161,15 @@ class StagedWrites(ABC):
         claimed_sha = _claimed_sha256(expected_sha256)
         claimed_xxh3 = normalize_xxh3(expected_xxh3) if expected_xxh3 is not None else None
         hasher = ChunkHasher(expected_length=expected_length, max_length=max_length)
-        sink = await self._chunk_sink(staging_ref, index)
-        try:
-            await write_overlapped(batched(data, hasher.check_size), lambda batch: sink.write(batch, hasher))
-            digest = hasher.finish(expected_sha256=claimed_sha, expected_xxh3=claimed_xxh3)
-            return await sink.keep(ChunkReceipt(index, digest.size, digest.sha256, digest.xxh3))
-        finally:
-            await _discard(sink)
+        with mapped_os_errors():
+            sink = await self._chunk_sink(staging_ref, index)
+            try:
+                batches = batched(data, hasher.check_size)
+                await write_overlapped(batches, lambda batch: sink.write(batch, hasher))
+                digest = hasher.finish(expected_sha256=claimed_sha, expected_xxh3=claimed_xxh3)
+                return await sink.keep(ChunkReceipt(index, digest.size, digest.sha256, digest.xxh3))
+            finally:
+                await _discard(sink)
 
     async def stage_commit(
         self,
@@ -177,21 +184,22 @@ class StagedWrites(ABC):
         claimed = _claimed_sha256(expected_sha256)
         size = check_commit_chunks(chunks, expected_size)
         writer = HashingWriter(block_size=self.block_size, expected_size=expected_size)
-        sink = await self._commit_sink(staging_ref, chunks, size, claimed)
-        try:
-            first = 0
-            if isinstance(sink, JoinsAhead) and (joined := await sink.joined_ahead(chunks)) is not None:
-                first, ahead = joined
-                writer.continue_from(ahead)
-                if progress is not None:
-                    await progress(writer.size)
-            for receipt in chunks[first:]:
-                await sink.append_staged(receipt, writer)
-                if progress is not None:
-                    await progress(writer.size)
-            return await _publish(sink, writer, claimed)
-        finally:
-            await _discard(sink)
+        with mapped_os_errors():
+            sink = await self._commit_sink(staging_ref, chunks, size, claimed)
+            try:
+                first = 0
+                if isinstance(sink, JoinsAhead) and (joined := await sink.joined_ahead(chunks)) is not None:
+                    first, ahead = joined
+                    writer.continue_from(ahead)
+                    if progress is not None:
+                        await progress(writer.size)
+                for receipt in chunks[first:]:
+                    await sink.append_staged(receipt, writer)
+                    if progress is not None:
+                        await progress(writer.size)
+                return await _publish(sink, writer, claimed)
+            finally:
+                await _discard(sink)
 
 
 async def _chained(first: bytearray, rest: AsyncIterator[bytearray]) -> AsyncIterator[bytearray]:

@@ -21,7 +21,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.fixtures.commands import run_cli
 from tests.fixtures.server import Server, cli_env, start_server, stop_server
-from tests.fixtures.smallfs import fill, small_tmpfs
+from tests.fixtures.smallfs import fill, server_on_small_tmpfs
 
 pytestmark = pytest.mark.e2e
 
@@ -41,12 +41,8 @@ def blob_files(data_dir: Path) -> list[Path]:
 @pytest.fixture
 def full_disk_server(tmp_path: Path) -> Iterator[Server]:
     """A server whose data directory is a 24 MiB tmpfs; its log stays on the ordinary disk."""
-    with small_tmpfs(tmp_path / "data", FS_SIZE):
-        server = start_server(tmp_path, env={"BLOBSTORE_DISK_RESERVE_BYTES": str(RESERVE)})
-        try:
-            yield server
-        finally:
-            stop_server(server)
+    with server_on_small_tmpfs(tmp_path, FS_SIZE, RESERVE) as server:
+        yield server
 
 
 def assert_full(response: httpx.Response) -> None:

@@ -52,7 +52,8 @@ class FaultyOs:
 @pytest.fixture
 async def disk(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, ArtifactService, Path]]:
     root = tmp_path / "blobs"
-    settings = make_settings(tmp_path, storage_url=root.as_uri())
+    # Chunks of several write batches are allowed, so that a chunk's writes run in a task of their own too.
+    settings = make_settings(tmp_path, storage_url=root.as_uri(), max_chunk_size=2 * LARGE)
     async with open_service(settings) as service:
         app = create_app(settings, service=service)
         async with app_client(app, BASE) as http:
@@ -78,8 +79,13 @@ def arm(monkeypatch: pytest.MonkeyPatch, call: str, code: int = errno.ENOSPC) ->
 FAULTS = ["write", "fsync", "link"]
 CHUNK_FAULTS = ["pwrite", "fsync"]
 """A chunk is written in place at its offset and fsynced; nothing is linked."""
-COMPLETION_FAULTS = ["fsync", "link"]
-"""A completion writes no bytes: it links the staged data file as the blob and fsyncs the directory."""
+COMPLETION_FAULTS = ["fsync", "link", "rename"]
+"""A completion writes no bytes: it renames the data file out of the writers' reach (``data`` → ``sealed``),
+links it as the blob and fsyncs the directory."""
+BEGIN_FAULTS = ["pwrite", "fsync", "rename"]
+"""Beginning an upload writes its receipts header, fsyncs it and renames it into place."""
+LARGE = 3 * 1024 * 1024
+"""Bodies of several write batches: the writes run in a task of their own while the next batch arrives."""
 
 
 @pytest.mark.parametrize("call", FAULTS)
@@ -166,3 +172,59 @@ async def test_other_io_errors_are_503_and_leave_nothing(
     assert await visible(service, root) == (0, 0, [])
     faulty.armed = False
     assert (await http.post("/v1/artifacts", params={"name": "ok.bin"}, content=b"bytes")).status_code == 201
+
+
+async def pieces_of(data: bytes, size: int = 64 * 1024) -> AsyncIterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
+@pytest.mark.parametrize("call", FAULTS)
+async def test_a_large_upload_whose_background_write_hits_a_full_disk_is_507(
+    disk: tuple[httpx.AsyncClient, ArtifactService, Path], monkeypatch: pytest.MonkeyPatch, call: str
+) -> None:
+    http, service, root = disk
+    data = payload("enospc-large", LARGE)
+    faulty = arm(monkeypatch, call)
+    failed = await http.post("/v1/artifacts", params={"name": "large.bin"}, content=pieces_of(data))
+    assert (failed.status_code, failed.json()["code"]) == (507, "storage_full"), failed.text
+    assert faulty.failures >= 1
+    assert await visible(service, root) == (0, 0, [])
+    faulty.armed = False
+    stored = await http.post("/v1/artifacts", params={"name": "after.bin"}, content=pieces_of(data))
+    assert stored.status_code == 201, stored.text
+
+
+@pytest.mark.parametrize("call", CHUNK_FAULTS)
+async def test_a_large_chunk_whose_background_write_hits_a_full_disk_is_507(
+    disk: tuple[httpx.AsyncClient, ArtifactService, Path], monkeypatch: pytest.MonkeyPatch, call: str
+) -> None:
+    http, _service, root = disk
+    data = payload("enospc-large-chunk", LARGE)
+    begun = await http.post("/v1/uploads", json={"name": "l.bin", "size": len(data), "chunk_size": len(data)})
+    assert begun.status_code == 201, begun.text
+    upload_id = begun.json()["upload_id"]
+    faulty = arm(monkeypatch, call)
+    failed = await http.put(f"/v1/uploads/{upload_id}/chunks/0", content=pieces_of(data))
+    assert (failed.status_code, failed.json()["code"]) == (507, "storage_full"), failed.text
+    assert read_records(root / "staging" / upload_id) == {}
+    faulty.armed = False
+    put = await http.put(f"/v1/uploads/{upload_id}/chunks/0", content=pieces_of(data))
+    assert put.status_code == 200, put.text
+    await assert_completes_with(http, upload_id, data)
+
+
+@pytest.mark.parametrize("call", BEGIN_FAULTS)
+async def test_an_upload_begun_on_a_full_disk_is_507_and_the_next_one_begins(
+    disk: tuple[httpx.AsyncClient, ArtifactService, Path], monkeypatch: pytest.MonkeyPatch, call: str
+) -> None:
+    http, _service, _root = disk
+    faulty = arm(monkeypatch, call)
+    failed = await http.post("/v1/uploads", json={"name": "b.bin", "size": 2048, "chunk_size": 1024})
+    assert (failed.status_code, failed.json()["code"]) == (507, "storage_full"), failed.text
+    assert faulty.failures >= 1
+    faulty.armed = False
+    data = payload("enospc-begin", 2048)[:2048]
+    upload_id = await begin_two_chunk_upload(http)
+    await put_both_chunks(http, upload_id, data)
+    await assert_completes_with(http, upload_id, data)

@@ -74,3 +74,20 @@ async def test_a_failed_source_is_raised_as_itself_after_the_write_in_hand_finis
         await write_overlapped(source(events, 10, fail_after=3), write)
     assert "wrote 0" in events
     assert events.count("received 0") == 1
+
+
+async def test_a_write_failing_in_a_worker_thread_while_the_next_batch_waits_is_raised_as_itself() -> None:
+    events: list[str] = []
+
+    def fail() -> None:
+        raise StorageFull()
+
+    async def write(batch: bytearray) -> None:
+        # The receiving side is parked handing over the next batch when this fails: its broken hand-over
+        # must not be what the caller sees.
+        await anyio.wait_all_tasks_blocked()
+        await anyio.to_thread.run_sync(fail)
+
+    with pytest.raises(StorageFull):
+        await write_overlapped(source(events, 100), write)
+    assert len(events) <= 3
