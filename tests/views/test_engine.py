@@ -229,7 +229,8 @@ async def test_a_wav_header_that_lies_about_its_length_gets_media_invalid_past_t
     views: MediaViews, store: ArtifactService
 ) -> None:
     artifact = await put(store, media.lying_wav(600.0), "lying.wav")
-    assert artifact.media["duration_seconds"] == 600.0  # what the header claims
+    # The header claims 600 s; the artifact's facts are what the decoder measured.
+    assert artifact.media["duration_seconds"] == pytest.approx(0.1)
     source = await views.open(CALLER, artifact.id)
     assert (await views.facts(source))["duration_seconds"] == pytest.approx(0.1)
     with pytest.raises(MediaInvalid, match="past the end"):
@@ -265,3 +266,26 @@ async def test_a_decoder_past_its_time_is_killed_and_reported(media_set: MediaSe
         with pytest.raises(ViewTimeout):
             await views.facts(source)
         assert views.runner.killed == 1
+
+
+async def test_a_cleanup_run_removes_the_views_of_expired_artifacts(tmp_path: Path) -> None:
+    from blobstore.cleanup import run_cleanup
+    from blobstore.views.engine import views_for
+
+    async with open_service(Settings(data_dir=tmp_path)) as service:
+        artifact = await service.create_artifact(
+            CALLER, _once(media.text_pdf(2)), name="brief.pdf", ttl_seconds=60
+        )
+        views = views_for(service)
+        await views.page_texts(await views.open(CALLER, artifact.id), (2,))
+        assert list((tmp_path / "views").glob("??/*"))
+        expires = artifact.expires_at
+        assert expires is not None
+        service.clock = lambda: expires + timedelta(seconds=1)
+        report = await run_cleanup(service)
+    assert report.step("expire").details["views_removed"] == 2  # the facts (taken at upload) and the page
+    assert list((tmp_path / "views").glob("??/*")) == []
+
+
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data
