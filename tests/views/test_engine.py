@@ -23,8 +23,9 @@ from blobstore.errors import (
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from blobstore.views.engine import MediaViews
+from tests.mcp.conftest import CALLER, put
 from tests.views import media
-from tests.views.conftest import CALLER, PDF_PAGES, MediaSet, put
+from tests.views.conftest import PDF_PAGES, MediaSet
 
 RATE = 16_000
 

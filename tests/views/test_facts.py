@@ -11,8 +11,9 @@ from mcp.types import ResourceLink, TextContent
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from mcp_resources.content import tool_result_for
+from tests.mcp.conftest import CALLER, put
 from tests.views import media
-from tests.views.conftest import CALLER, PDF_PAGES, MediaSet, put
+from tests.views.conftest import PDF_PAGES, MediaSet
 
 
 @pytest.fixture
