@@ -290,3 +290,31 @@ async def test_a_cleanup_run_removes_the_views_of_expired_artifacts(tmp_path: Pa
 
 async def _once(data: bytes) -> AsyncIterator[bytes]:
     yield data
+
+
+async def test_no_more_decoders_run_at_once_than_the_workers_setting(
+    media_set: MediaSet, tmp_path: Path
+) -> None:
+    import anyio
+
+    settings = media_set.settings.model_copy(update={"view_workers": 1})
+    async with open_service(settings) as service:
+        views = MediaViews(service, root=tmp_path / "views")
+        source = await views.open(CALLER, media_set.ids["report.pdf"])
+        most = 0
+        done = anyio.Event()
+
+        async def watch() -> None:
+            nonlocal most
+            while not done.is_set():
+                most = max(most, int(views.runner.limiter.borrowed_tokens))
+                await anyio.sleep(0.005)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch)
+            async with anyio.create_task_group() as renders:
+                for page in (1, 2, 3):
+                    renders.start_soon(views.page_image, source, page, 200)
+            done.set()
+    assert views.runner.started == 3
+    assert most == 1
