@@ -268,16 +268,26 @@ async def _pages_result(
     blocks: list[ContentBlock] = []
     tokens = 0
     fallbacks: list[int] = []
+    ocr_pages: list[int] = []
     for page in read:
         if page.text is not None and page.text_layer:
             blocks.append(TextContent(text=f"--- page {page.page} of {total} ---\n{page.text}"))
+            tokens += estimate_text_tokens(page.text)
+        elif page.text is not None and page.ocr:
+            ocr_pages.append(page.page)
+            blocks.append(
+                TextContent(
+                    text=f"--- page {page.page} of {total} (no text layer: OCR text) ---\n{page.text}"
+                )
+            )
             tokens += estimate_text_tokens(page.text)
         elif page.text is not None:
             fallbacks.append(page.page)
             blocks.append(
                 TextContent(
-                    text=f"--- page {page.page} of {total} ---\n(no text layer on this page and no OCR "
-                    "installed: its image follows)"
+                    text=f"--- page {page.page} of {total} ---\n(no text layer on this page"
+                    + (", and OCR read nothing on it" if views.ocr else " and no OCR installed")
+                    + ": its image follows)"
                 )
             )
         if page.image is not None:
@@ -289,6 +299,8 @@ async def _pages_result(
                 if isinstance(block, ImageContent):
                     tokens += estimate_image_tokens(page.image.meta["width"], page.image.meta["height"])
     head = pages_line(name, pages, total, what[args.page_format])
+    if ocr_pages:
+        head += f"; pages {page_list(ocr_pages)} have no text layer: their text is what OCR read"
     if fallbacks:
         head += f"; pages {page_list(fallbacks)} have no text layer and are shown as images"
     head += f"; about {tokens} tokens."
@@ -300,6 +312,7 @@ async def _pages_result(
             "page_count": total,
             "page_format": args.page_format,
             "text_layer": [page.text_layer for page in read],
+            "ocr": [page.ocr for page in read],
             "estimated_tokens": tokens,
         }
     }

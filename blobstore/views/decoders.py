@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import io
 import math
+import os
+import shutil
+import subprocess
+import tempfile
 import wave
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -145,6 +149,53 @@ def pdf_page_png(path: str, number: int, max_edge: int) -> Decoded:
     image.save(data, format="PNG", optimize=True)
     meta = {"page": number, "pages": count, "width": image.width, "height": image.height}
     return Decoded(meta=meta, parts=[(meta, data.getvalue())])
+
+
+OCR_SCALE: Final = 300 / 72
+"""Pages are read by OCR at 300 dpi (what Tesseract is tuned for)..."""
+OCR_MAX_EDGE: Final = 4096
+"""...but never larger than 4096 px on the longer side."""
+
+
+def ocr_command() -> str | None:
+    """The Tesseract program when one is installed (Debian: ``tesseract-ocr``), else None."""
+    return shutil.which("tesseract")
+
+
+def pdf_page_ocr(path: str, number: int) -> Decoded:
+    """The text Tesseract reads on one rendered page (for pages without a text layer)."""
+    command = ocr_command()
+    if command is None:
+        raise UnsupportedMedia("no OCR engine is installed")
+    pdf = _open_pdf(path)
+    try:
+        count = _page_count(pdf)
+        if not 1 <= number <= count:
+            raise MediaInvalid(f"page {number} is past the PDF's last page ({count})")
+        page = _page(pdf, number)
+        try:
+            width_pt, height_pt = page.get_size()
+            scale = min(OCR_SCALE, OCR_MAX_EDGE / max(width_pt, height_pt, 1))
+            bitmap = page.render(scale=scale, grayscale=True)
+            try:
+                image = bitmap.to_pil()
+            finally:
+                bitmap.close()
+        finally:
+            page.close()
+    finally:
+        pdf.close()
+    with tempfile.TemporaryDirectory(prefix="ocr-") as scratch:
+        png = os.path.join(scratch, "page.png")
+        image.save(png, format="PNG")
+        # The worker's own time limit bounds this; a failure is a page OCR could not read, not a bad PDF.
+        done = subprocess.run([command, png, "stdout"], capture_output=True, check=False)
+    if done.returncode != 0:
+        raise MediaInvalid(f"OCR could not read page {number}")
+    text = done.stdout.decode("utf-8", errors="replace").strip()
+    return Decoded(
+        meta={"page": number, "pages": count}, parts=[({"page": number, "ocr": True}, text.encode())]
+    )
 
 
 # -- audio and video --------------------------------------------------------------------------------------
@@ -383,6 +434,7 @@ OPERATIONS: Final[dict[str, Callable[..., Decoded]]] = {
     "pdf_facts": pdf_facts,
     "pdf_pages_text": pdf_pages_text,
     "pdf_page_png": pdf_page_png,
+    "pdf_page_ocr": pdf_page_ocr,
     "audio_facts": audio_facts,
     "audio_segment": audio_segment,
     "video_facts": video_facts,

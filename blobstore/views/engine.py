@@ -26,7 +26,7 @@ from blobstore.models import Artifact, BlobInfo, Caller
 from blobstore.service import ArtifactService
 from blobstore.storage.base import NOT_KEPT
 from blobstore.views.cache import VIEW_VERSION, View, ViewCache, ViewStore, rendition_key
-from blobstore.views.decoders import Decoded
+from blobstore.views.decoders import Decoded, ocr_command
 from blobstore.views.params import FramesLayout, PageFormat, check_edge, check_frames, check_segment
 from blobstore.views.runner import DecoderRunner
 
@@ -73,6 +73,8 @@ class PageView:
     text: str | None
     image: View | None
     text_layer: bool
+    ocr: bool = False
+    """Whether ``text`` is what OCR read (the page has no text layer)."""
 
 
 class MediaViews:
@@ -89,6 +91,8 @@ class MediaViews:
         self.max_pages = settings.view_max_pages
         self.max_audio_seconds = settings.view_max_audio_seconds
         self.default_edge = settings.image_long_edge
+        self.ocr = ocr_command() is not None
+        """Whether pages without a text layer are read by OCR (Tesseract is installed)."""
 
     # -- sources --------------------------------------------------------------------------------------------
 
@@ -228,20 +232,35 @@ class MediaViews:
 
         return await self._one(source, {"op": "page_png", "page": page, "max_edge": edge}, compute)
 
+    async def page_ocr(self, source: Source, page: int) -> View:
+        """What OCR reads on a page (Tesseract; ``unsupported_media`` when none is installed)."""
+
+        async def compute() -> View:
+            decoded = await self._decode(source, "pdf_page_ocr", number=page)
+            meta, data = decoded.parts[0]
+            return View(data=data, mime_type="text/plain", meta=meta)
+
+        return await self._one(source, {"op": "page_ocr", "page": page, "engine": "tesseract"}, compute)
+
     async def pages(
         self, source: Source, pages: tuple[int, ...], page_format: PageFormat, max_edge: int | None = None
     ) -> list[PageView]:
-        """Each page as ``page_format`` asks; a page without a text layer gets its image instead of text
-        (there is no OCR engine in this build)."""
+        """Each page as ``page_format`` asks. A page without a text layer gets what OCR reads on it when an
+        OCR engine is installed and reads something, and its image otherwise (and whenever images are asked
+        for)."""
         texts = await self.page_texts(source, pages) if page_format != "image" else None
         out: list[PageView] = []
         for i, page in enumerate(pages):
             text = texts[i].data.decode("utf-8") if texts is not None else None
             has_text = bool(text)
+            ocr = False
+            if text is not None and not has_text and self.ocr:
+                text = (await self.page_ocr(source, page)).data.decode("utf-8")
+                ocr = bool(text)
             image = None
-            if page_format != "text" or not has_text:
+            if page_format != "text" or not (has_text or ocr):
                 image = await self.page_image(source, page, max_edge)
-            out.append(PageView(page=page, text=text, image=image, text_layer=has_text))
+            out.append(PageView(page=page, text=text, image=image, text_layer=has_text, ocr=ocr))
         return out
 
     # -- audio and video ------------------------------------------------------------------------------------

@@ -56,6 +56,21 @@ def image_pdf(pages: int = 2) -> bytes:
     return out.getvalue()
 
 
+def scanned_pdf(lines: list[str]) -> bytes:
+    """A one-page PDF that is only a picture of ``lines`` of large black text (Pillow draws and writes it):
+    no text layer, but text for OCR to read."""
+    from PIL import ImageDraw, ImageFont
+
+    image = Image.new("L", (1700, 2200), 255)
+    draw = ImageDraw.Draw(image)
+    font = ImageFont.load_default(size=80)
+    for row, line in enumerate(lines):
+        draw.text((150, 300 + 150 * row), line, fill=0, font=font)
+    out = io.BytesIO()
+    image.save(out, format="PDF", resolution=200.0)
+    return out.getvalue()
+
+
 def encrypted_pdf(tmp: Path) -> bytes:
     """A text PDF that qpdf encrypted with a user password (AES-256)."""
     plain, locked = tmp / "plain.pdf", tmp / "locked.pdf"

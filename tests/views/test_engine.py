@@ -79,6 +79,18 @@ async def test_a_page_without_a_text_layer_comes_as_its_image(views: MediaViews,
     assert page.image.mime_type == "image/png"
 
 
+async def test_a_page_without_a_text_layer_is_read_by_ocr(views: MediaViews, store: ArtifactService) -> None:
+    assert views.ocr, "Tesseract (Debian tesseract-ocr) is installed by .ci/run"
+    artifact = await put(store, media.scanned_pdf(["SCANNED PAGE ONE", "invoice total 4711"]), "scan.pdf")
+    assert artifact.media["text_layer"] is False
+    source = await views.open(CALLER, artifact.id)
+    (page,) = await views.pages(source, (1,), "text")
+    assert (page.text_layer, page.ocr, page.image) == (False, True, None)
+    assert page.text is not None
+    assert "SCANNED PAGE ONE" in page.text
+    assert "4711" in page.text
+
+
 async def test_a_segment_of_the_pattern_is_the_source_samples_at_that_time(
     views: MediaViews, media_set: MediaSet
 ) -> None:
