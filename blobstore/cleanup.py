@@ -33,7 +33,7 @@ import contextlib
 import functools
 import logging
 import random
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -74,6 +74,8 @@ class CleanupParts:
     audit: AuditLog
     events: ArtifactEvents
     clock: Clock
+    sweep_views: Callable[[], Awaitable[int]] | None = None
+    """Deletes the media views whose sources have all expired; run after the ``expire`` step."""
 
 
 class Cleanup:
@@ -395,7 +397,13 @@ async def run_cleanup(
         batch_size=batch_size,
         progress=progress,
     )
-    return await cleanup.run(steps)
+    report = await cleanup.run(steps)
+    if "expire" in steps and not dry_run:
+        # Media views live as long as the longest-lived artifact they were made for: past that, they go too.
+        removed = await parts.sweep_views() if parts.sweep_views is not None else 0
+        if removed:
+            report.step("expire").add("views_removed", removed)
+    return report
 
 
 async def run_periodic_cleanup(

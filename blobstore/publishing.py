@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,6 +28,11 @@ from blobstore.models import Artifact, BlobInfo, Caller, CompletionClaim, NewArt
 from blobstore.records import PublishRecords
 from blobstore.storage.base import NOT_KEPT, BlobStore, Present
 from blobstore.validation import validate_metadata, validate_mime, validate_name
+
+MediaProber = Callable[[str, BlobInfo, bytes, datetime | None], Awaitable[dict[str, Any]]]
+"""Facts only the whole file gives (a PDF's page count, a duration the decoder measured), from the MIME type,
+the published blob, its head and the artifact's expiry; never raises. The composition root installs the
+media views' prober."""
 
 
 class Publisher:
@@ -47,6 +52,7 @@ class Publisher:
         self.audit = audit
         self.events = events
         self.clock = clock
+        self.media_prober: MediaProber | None = None
 
     # -- time-to-live ---------------------------------------------------------------------------------------
 
@@ -163,6 +169,9 @@ class Publisher:
             if head is None:
                 head = await self._head(blob)
             mime = resolve_mime(declared_mime, name, head)
+            media = probe(mime, head)
+            if self.media_prober is not None:
+                media = {**media, **await self.media_prober(mime, blob, head, expires_at)}
             new = NewArtifact(
                 id=new_artifact_id(),
                 namespace=caller.namespace,
@@ -172,7 +181,7 @@ class Publisher:
                 expires_at=expires_at,
                 pinned=pinned,
                 metadata=metadata,
-                media=probe(mime, head),
+                media=media,
             )
             commit = functools.partial(
                 self.repo.commit_artifact,

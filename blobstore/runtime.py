@@ -33,6 +33,7 @@ from blobstore.storage import BlobStore, open_blob_store
 from blobstore.store_clock import StoreClock
 from blobstore.tus_uploads import TusUploads
 from blobstore.upload_sessions import UploadManager
+from blobstore.views.engine import views_for
 
 logger = logging.getLogger("blobstore")
 
@@ -114,12 +115,15 @@ def cleanup_parts(service: ArtifactService) -> CleanupParts:
         audit=service.audit,
         events=service.events,
         clock=service.clock,
+        sweep_views=views_for(service).sweep,
     )
 
 
 def compose(service: ArtifactService) -> Runtime:
     """The runtime around an open service: its stores, and the tus layer, authenticator and cleanup over
     them, on the service's clock."""
+    # Uploads of PDFs, audio and video get the facts only a decoder finds (page count, measured duration).
+    service.publisher.media_prober = views_for(service).probe_blob
     return Runtime(
         settings=service.settings,
         service=service,

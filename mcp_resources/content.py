@@ -23,7 +23,7 @@ from mcp.types import (
     TextContent,
 )
 
-from blobstore.links import ARTIFACT_META_KEY, LinkOptions, Role, describe, resource_link
+from blobstore.links import ARTIFACT_META_KEY, LinkOptions, Role, describe, resource_link, view_hint
 from blobstore.models import Artifact, Caller
 from mcp_resources.renditions import NotAnImage, Rendition, RenditionCache, downscale_async, rendition_key
 
@@ -85,6 +85,25 @@ def estimate_image_tokens(
     w = max(1, math.floor(width * scale))
     h = max(1, math.floor(height * scale))
     return math.ceil(w / tile) * math.ceil(h / tile) * tokens_per_tile + base
+
+
+AUDIO_TOKENS_PER_SECOND: Final = 32
+"""Audio input is billed by time, not bytes: 32 tokens per second is Gemini's published rate, and the
+highest of the hosts that take audio blocks, so the estimate errs on the side of the budget."""
+TEXT_CHARS_PER_TOKEN: Final = 4
+"""English prose runs about four characters per token in the common tokenizers."""
+
+
+def estimate_audio_tokens(seconds: float) -> int:
+    """Tokens an audio-capable model spends on ``seconds`` of audio (any sample rate): ``ceil(32 * s)``."""
+    if seconds < 0:
+        raise ValueError("seconds must not be negative")
+    return math.ceil(seconds * AUDIO_TOKENS_PER_SECOND)
+
+
+def estimate_text_tokens(text: str) -> int:
+    """Tokens of a text (a page's text layer): ``ceil(characters / 4)``."""
+    return math.ceil(len(text) / TEXT_CHARS_PER_TOKEN)
 
 
 # -- links ----------------------------------------------------------------------------------------------
@@ -208,9 +227,11 @@ async def tool_result_for(
         evidence = AudioContent(data=base64.b64encode(data).decode("ascii"), mime_type=artifact.mime_type)
     if evidence is None:
         evidence = resource_link_for(artifact, audience=audience, max_window=settings.mcp_window_max)
+        hint = view_hint(artifact)
+        views = f"{hint}, or " if hint else ""
+        window = settings.mcp_window_max
         text += (
-            f"\n[{describe(artifact)} stored as {artifact.uri}; read it with resources/read in windows of "
-            "at most "
-            f"{settings.mcp_window_max} bytes: {artifact.uri}?offset=0&length={settings.mcp_window_max}]"
+            f"\n[{describe(artifact)} stored as {artifact.uri}; {views}read it with resources/read in "
+            f"windows of at most {window} bytes: {artifact.uri}?offset=0&length={window}]"
         )
     return CallToolResult(content=[TextContent(text=text), evidence])
