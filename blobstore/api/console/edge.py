@@ -91,7 +91,8 @@ def _policy_for(path: str) -> str | None:
 _STATIC_HEADERS: Final[Mapping[str, str]] = {
     "x-content-type-options": "nosniff",
     "x-frame-options": "DENY",
-    "referrer-policy": "no-referrer",
+    # Not no-referrer: under it a browser sends "Origin: null" with its own forms, which look foreign then.
+    "referrer-policy": "same-origin",
     "cross-origin-opener-policy": "same-origin",
 }
 

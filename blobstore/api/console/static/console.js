@@ -72,7 +72,7 @@ function wirePreview() {
         return;
       }
       const body = await response.json();
-      result.textContent = `${body.blocks_verified} XXH3 blocks verified, SHA-256 ${
+      result.textContent = `XXH3 blocks verified: ${body.blocks_verified} of ${body.block_size} bytes, SHA-256 ${
         body.sha256_matches ? "matches" : "DOES NOT MATCH"
       }`;
       result.dataset.verified = body.sha256_matches ? "1" : "0";
@@ -214,6 +214,9 @@ async function uploadFile(file, path) {
       artifactId = (await completed.json()).id;
     }
     localStorage.removeItem(key);
+    for (const pending of document.querySelectorAll("#pending li")) {
+      if (pending.dataset.key === key) pending.remove();
+    }
     view.bar.value = view.bar.max;
     const twins = await (await fetch(`/console/artifacts/${artifactId}/twins`)).json();
     view.row.dataset.state = "done";
@@ -258,6 +261,7 @@ function showPending() {
     const saved = JSON.parse(localStorage.getItem(key));
     const row = document.createElement("li");
     row.className = "pending";
+    row.dataset.key = key;
     row.textContent = `${saved.name} was not finished: choose it again to resume`;
     list.append(row);
   }
