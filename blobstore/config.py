@@ -107,6 +107,18 @@ class Settings(BaseSettings):
     mcp_chunk_max: int = Field(default=2 * MiB, gt=0)
     image_long_edge: int = Field(default=1024, gt=0)
 
+    # Media views (docs/views.md).
+    view_max_pages: int = Field(default=10, ge=1, le=100)
+    """Pages one ``read_artifact(pages=...)`` call may ask for."""
+    view_max_audio_seconds: float = Field(default=30.0, gt=0, le=600)
+    """Longest audio segment one view returns."""
+    view_timeout_seconds: float = Field(default=30.0, gt=0)
+    """A decoder worker still running after this is killed (``view_timeout``)."""
+    view_workers: int = Field(default=2, ge=1, le=64)
+    """Decoder worker processes running at once; further views wait for one."""
+    view_memory_bytes: int = Field(default=2 * 1024 * MiB, ge=256 * MiB)
+    """Address-space limit of one decoder worker; a decoder that needs more fails with ``view_too_large``."""
+
     log_level: str = "info"
     audit_log: Path | None = None
     """File for audit JSON lines (made 0600); ``-``: standard output; default ``data_dir/audit.jsonl``."""

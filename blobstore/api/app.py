@@ -25,7 +25,7 @@ from blobstore.api.errors import install_error_handlers
 from blobstore.api.guard import MULTIPART_ALLOWANCE, BodyGuard, MessageGuard
 from blobstore.api.observe import Observe
 from blobstore.api.openapi import install_openapi
-from blobstore.api.routes import artifacts, health, metrics, tus, uploads
+from blobstore.api.routes import artifacts, health, metrics, tus, uploads, views
 from blobstore.config import Settings
 from blobstore.runtime import Runtime, compose, serve
 from blobstore.service import ArtifactService
@@ -106,6 +106,7 @@ def create_app(
     app.include_router(health.router)
     app.include_router(uploads.router)
     app.include_router(artifacts.router)
+    app.include_router(views.router)
     # Ahead of every FastAPI route: the single-request upload (POST of the artifacts collection) skips
     # FastAPI's request machinery; GET and HEAD of the content are answered by `ContentReads` (above).
     app.router.routes.insert(0, artifacts.UploadRoute())

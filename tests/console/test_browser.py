@@ -33,6 +33,7 @@ from PIL import Image
 from tests.fixtures.commands import run_cli
 from tests.fixtures.peers import peer_missing
 from tests.fixtures.server import Server, isolated_env, serving
+from tests.views.media import marker, text_pdf
 
 JS_DIR = Path(__file__).parent / "js"
 NODE = shutil.which("node")
@@ -83,12 +84,6 @@ def png(width: int, height: int) -> bytes:
             image.paste((x * 255 // width, y * 255 // height, 160), (x, y, x + 40, y + 40))
     out = io.BytesIO()
     image.save(out, format="PNG")
-    return out.getvalue()
-
-
-def pdf() -> bytes:
-    out = io.BytesIO()
-    Image.new("RGB", (595, 842), (250, 250, 245)).save(out, format="PDF")
     return out.getvalue()
 
 
@@ -153,7 +148,7 @@ def test_the_console_in_a_real_browser(
     (files / "notes.txt").write_bytes(b"three small lines\nof text\nfor the console\n")
     (files / "picture-copy.png").write_bytes(picture)
     image_id = put(server, token_a, png(1200, 800), "chart.png", "image/png")
-    pdf_id = put(server, token_a, pdf(), "report.pdf", "application/pdf")
+    pdf_id = put(server, token_a, text_pdf(2), "report.pdf", "application/pdf")
     wav_id = put(server, token_a, wav(), "tone.wav", "audio/wav")
     hostile_id = put(server, token_a, SVG, HOSTILE, "image/svg+xml")
     shots = tmp_path / "shots"
@@ -231,8 +226,11 @@ def test_the_console_in_a_real_browser(
     assert seen["image"] == {"scaled": 1024, "full": 1200}
     assert seen["verify"].startswith("XXH3 blocks verified: 1 of ")
     assert seen["verify"].endswith("SHA-256 matches")
+    # The PDF through the media views' routes: page images and their text, page by page.
     assert seen["pdf"]["kind"] == "pdf"
-    assert seen["pdf"]["pages"] or "PDF" in seen["pdf"]["facts"]
+    assert seen["pdf"]["pages"] is True
+    assert seen["pdf"]["width"] > 0
+    assert [marker(1), marker(2)] == [text.strip() for text in seen["pdf"]["text"]]
     assert seen["audio"]["currentTime"] > 0
     assert seen["audio"]["ranges"], "the audio element asked for a range"
     log = server.log_text()

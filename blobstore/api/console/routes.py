@@ -37,9 +37,10 @@ from blobstore.api.routes import health
 from blobstore.api.routes.artifacts import serve_content
 from blobstore.auth import parse_expiry, require_scope, token_state
 from blobstore.cleanup import run_cleanup
-from blobstore.errors import InvalidRequest, NotFound, Unauthorized
+from blobstore.errors import BlobstoreError, InvalidRequest, NotFound, Unauthorized
 from blobstore.models import Artifact, ArtifactFilter, BlobInfo, Caller, Scope
 from blobstore.service import ArtifactService, decode_cursor, encode_cursor
+from blobstore.views.engine import views_for
 
 router = APIRouter(prefix="/console", include_in_schema=False)
 share_router = APIRouter(include_in_schema=False)
@@ -229,6 +230,16 @@ async def _artifact_page(
             head_text = present.text_head(data, artifact.mime_type)
         else:
             head_hex = present.hex_lines(data)
+    pdf_facts: dict[str, Any] = {}
+    pdf_pages = kind == "pdf" and _pdf_pages_served(request)
+    if pdf_pages:
+        views = views_for(service)
+        try:
+            pdf_facts = await views.facts(await views.open(session.caller, artifact.id, kinds=("pdf",)))
+        except BlobstoreError as exc:
+            if exc.code == NotFound.code:
+                raise
+            pdf_pages = False  # a PDF its decoder refuses: its facts and the download only
     base = await base_url(request)
     return render(
         request,
@@ -241,7 +252,9 @@ async def _artifact_page(
         head_text=head_text,
         head_hex=head_hex,
         head_length=head_length,
-        pdf_pages=kind == "pdf" and _pdf_pages_served(request),
+        pdf_pages=pdf_pages,
+        page_count=int(pdf_facts.get("pages") or 1),
+        text_layer=pdf_facts.get("text_layer"),
         metadata_rows=present.metadata_rows(artifact.metadata),
         media_rows=present.metadata_rows(artifact.media),
         resource_link=present.resource_link_json(artifact),

@@ -177,9 +177,16 @@ try {
   if (seen.pdf.pages) {
     await page.waitForFunction(() => document.getElementById("pdf-page").naturalWidth > 0);
     await page.waitForFunction(() => document.getElementById("pdf-text").textContent.length > 0);
-    seen.pdf.text = await byId("pdf-text").textContent();
+    seen.pdf.text = [await byId("pdf-text").textContent()];
+    seen.pdf.width = await byId("pdf-page").evaluate((image) => image.naturalWidth);
+    await shot("pdf");
+    await byId("pdf-next").click();
+    await page.waitForFunction(() => document.getElementById("pdf-at").textContent === "2");
+    await page.waitForFunction((first) => document.getElementById("pdf-text").textContent !== first, seen.pdf.text[0]);
+    seen.pdf.text.push(await byId("pdf-text").textContent());
+  } else {
+    await shot("pdf");
   }
-  await shot("pdf");
 
   begin("wav-preview");
   await page.goto(`${config.server}/console/artifacts/${config.wavId}`);
