@@ -280,8 +280,18 @@ async def test_operate_shows_usage_and_runs_cleanup_as_a_dry_run_first(
     await store(tenant_a, b"same bytes", "one.txt")
     await store(tenant_a, b"same bytes", "two.txt")
     async with login(tenant_a) as browser:
+        opened = await browser.post(
+            "/console/api/v1/uploads",
+            json={"name": "half.bin"},
+            headers={"X-CSRF-Token": await csrf_of(browser)},
+        )
+        upload_id = opened.json()["upload_id"]
         page = await browser.get("/console/operate")
         assert page.status_code == 200
+        open_uploads = re.search(r'id="open-uploads">.*?</table>', page.text, re.S)
+        assert open_uploads is not None
+        assert upload_id in open_uploads.group(0)
+        assert "half.bin" in open_uploads.group(0)
         usage = re.search(r'<table class="list" id="usage">.*?</table>', page.text, re.S)
         assert usage is not None
         assert re.search(
