@@ -50,6 +50,17 @@ async def test_login_sets_an_httponly_strict_cookie_scoped_to_the_console(
     assert "secure" not in cookie  # plain http here; https sets it
 
 
+async def test_the_cookie_is_secure_behind_an_https_public_url(
+    tmp_path: Path, service: ArtifactService
+) -> None:
+    settings = make_settings(tmp_path, public_url="https://store.example")
+    tenant = await issue(service, "alpha")
+    async with app_client(create_app(settings, service=service), base_url=BASE) as browser:
+        answer = await browser.post("/console/login", data={"token": tenant.token})
+    assert answer.status_code == 303
+    assert "secure" in answer.headers["set-cookie"].lower()
+
+
 async def test_a_wrong_token_gets_the_form_again_and_no_cookie(app: FastAPI, tenant_a: Tenant) -> None:
     async with client_for(app) as browser:
         answer = await browser.post("/console/login", data={"token": tenant_a.token[:-2] + "xx"})

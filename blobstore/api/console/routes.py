@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Final, Protocol, runtime_checkable
 
@@ -117,6 +118,7 @@ async def login(request: Request, token: Form1 = None, local: Form1 = None) -> R
     # No session yet, so no CSRF token: a login posted from another site is refused by its origin.
     check_origin(request.headers, origin_of(request))
     authenticator = app_state(request.app).runtime.authenticator
+    settings = app_state(request.app).settings
     client = request.client.host if request.client else None
     if local and not token:
         if not await _local_mode_open(request):
@@ -135,7 +137,7 @@ async def login(request: Request, token: Form1 = None, local: Form1 = None) -> R
         cookie,
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=request.url.scheme == "https" or (settings.public_url or "").startswith("https:"),
         path=COOKIE_PATH,
     )
     return response
@@ -338,7 +340,7 @@ async def share_url(request: Request, caller: Caller, artifact_id: str, expires:
     direct downloads are on, else a signed ``/share`` URL of this server."""
     service = _service(request)
     artifact, blob = await service.open_artifact(caller, artifact_id)
-    seconds = max(1, int((expires - service.clock()).total_seconds()))
+    seconds = max(1, math.ceil((expires - service.clock()).total_seconds()))
     blobs = service.blobs
     if service.settings.s3_presign_downloads and isinstance(blobs, _Presigns):
         return await blobs.presigned_url(

@@ -222,7 +222,8 @@ async function uploadFile(file, path) {
     view.row.dataset.state = "done";
     view.row.dataset.artifactId = artifactId;
     view.row.dataset.dedup = twins.already_stored ? "already stored" : "new";
-    view.status.textContent = twins.already_stored ? "already stored: " : "stored: ";
+    const resumed = view.row.dataset.resumed ? `, resumed with ${view.row.dataset.resumed} of ${count} chunks` : "";
+    view.status.textContent = `${twins.already_stored ? "already stored" : "stored"}${resumed}: `;
     const link = document.createElement("a");
     link.href = `/console/artifacts/${artifactId}`;
     link.textContent = artifactId;
