@@ -16,29 +16,22 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import math
 import os
-import shutil
-import struct
 import subprocess
-import wave
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import httpx
 import pytest
 from PIL import Image
 
+from tests.browser.test_uppy_cors import CHROMIUM, NODE, NPM, needs
 from tests.fixtures.commands import run_cli
-from tests.fixtures.peers import peer_missing
 from tests.fixtures.server import Server, isolated_env, serving
-from tests.views.media import marker, text_pdf
+from tests.views.media import marker, pattern_wav, text_pdf
 
 JS_DIR = Path(__file__).parent / "js"
-NODE = shutil.which("node")
-NPM = shutil.which("npm")
-CHROMIUM = Path("/usr/bin/chromium")
 KiB = 1024
 CHUNK = 256 * KiB
 BIG_SIZE = 6 * CHUNK + 777  # seven chunks
@@ -50,10 +43,6 @@ SVG = (
     b'<svg xmlns="http://www.w3.org/2000/svg" onload="alert(2)"><script>alert(3)</script>'
     b'<rect width="10" height="10"/></svg>'
 )
-
-
-def needs(what: str) -> NoReturn:
-    peer_missing(f"{what} is needed for the console's browser test")
 
 
 @pytest.fixture(scope="module")
@@ -84,17 +73,6 @@ def png(width: int, height: int) -> bytes:
             image.paste((x * 255 // width, y * 255 // height, 160), (x, y, x + 40, y + 40))
     out = io.BytesIO()
     image.save(out, format="PNG")
-    return out.getvalue()
-
-
-def wav(seconds: float = 2.0, rate: int = 16000) -> bytes:
-    out = io.BytesIO()
-    with wave.open(out, "wb") as sound:
-        sound.setnchannels(1)
-        sound.setsampwidth(2)
-        sound.setframerate(rate)
-        frames = (int(8000 * math.sin(2 * math.pi * 440 * i / rate)) for i in range(int(seconds * rate)))
-        sound.writeframes(b"".join(struct.pack("<h", frame) for frame in frames))
     return out.getvalue()
 
 
@@ -149,7 +127,7 @@ def test_the_console_in_a_real_browser(
     (files / "picture-copy.png").write_bytes(picture)
     image_id = put(server, token_a, png(1200, 800), "chart.png", "image/png")
     pdf_id = put(server, token_a, text_pdf(2), "report.pdf", "application/pdf")
-    wav_id = put(server, token_a, wav(), "tone.wav", "audio/wav")
+    wav_id = put(server, token_a, pattern_wav(2.0), "tone.wav", "audio/wav")
     hostile_id = put(server, token_a, SVG, HOSTILE, "image/svg+xml")
     shots = tmp_path / "shots"
     shots.mkdir()
@@ -246,7 +224,7 @@ def test_the_console_in_a_real_browser(
     assert share["copied"] == share["link"]
     assert share["link"].startswith(f"{server.url}/share/alpha/{wav_id}?")
     assert share["status"] == 200
-    assert share["size"] == len(wav())
+    assert share["size"] == len(pattern_wav(2.0))
     assert share["shortBefore"] == 200
     assert share["shortAfter"] in {403, 404}
     assert httpx.get(share["link"]).status_code == 200

@@ -11,6 +11,7 @@ from blobstore.api.console.thumbnails import DECODABLE
 from blobstore.links import resource_link
 from blobstore.models import Artifact
 from blobstore.units import human_bytes
+from blobstore.views.engine import kind_of
 
 TEXT_HEAD: Final = 16 * 1024
 HEX_HEAD: Final = 512
@@ -25,12 +26,9 @@ def preview_kind(artifact: Artifact) -> str:
     mime = artifact.mime_type
     if mime in DECODABLE:
         return "image"
-    if mime.startswith("audio/"):
-        return "audio"
-    if mime.startswith("video/"):
-        return "video"
-    if mime == "application/pdf":
-        return "pdf"
+    family = kind_of(mime)  # the media views' families: the PDF preview is theirs
+    if family in {"pdf", "audio", "video"}:
+        return family
     if mime.startswith("text/") or mime in _TEXT_TYPES or mime.endswith(("+json", "+xml")):
         return "text"
     return "hex"
