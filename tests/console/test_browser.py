@@ -129,6 +129,12 @@ def test_the_console_in_a_real_browser(
     pdf_id = put(server, token_a, text_pdf(2), "report.pdf", "application/pdf")
     wav_id = put(server, token_a, pattern_wav(2.0), "tone.wav", "audio/wav")
     hostile_id = put(server, token_a, SVG, HOSTILE, "image/svg+xml")
+    long_text = "".join(f"line {number:05} of a long log\n" for number in range(12_000))
+    text_id = put(server, token_a, long_text.encode(), "run.log", "text/plain")
+    album = files / "album"
+    album.mkdir()
+    (album / "one.txt").write_bytes(b"first file of a folder\n")
+    (album / "two.txt").write_bytes(b"second file of a folder\n")
     shots = tmp_path / "shots"
     shots.mkdir()
 
@@ -146,6 +152,8 @@ def test_the_console_in_a_real_browser(
             "pdfId": pdf_id,
             "wavId": wav_id,
             "hostileId": hostile_id,
+            "textId": text_id,
+            "folder": str(album),
             "shortLinkSeconds": SHORT_LINK_SECONDS,
             "shots": str(shots),
             "stepTimeoutMs": 30_000,
@@ -194,9 +202,15 @@ def test_the_console_in_a_real_browser(
     assert {row["dedup"] for row in rows.values()} == {"new"}
     assert seen["duplicate"]["dedup"] == "already stored"
 
+    # A folder: its files under their paths in it.
+    assert sorted(seen["folder"]) == ["album/one.txt", "album/two.txt"]
+
     # The list: newest first, with thumbnails that loaded.
-    assert seen["listed"][:2] == ["picture-copy.png", "notes.txt"]
-    assert {"big.bin", "picture.png", "chart.png", "report.pdf", "tone.wav", HOSTILE} <= set(seen["listed"])
+    assert seen["listed"][2:4] == ["picture-copy.png", "notes.txt"]
+    assert sorted(seen["listed"][:2]) == ["album/one.txt", "album/two.txt"]
+    assert {"big.bin", "picture.png", "chart.png", "report.pdf", "tone.wav", "run.log", HOSTILE} <= set(
+        seen["listed"]
+    )
     assert seen["thumbnails"]
     assert all(seen["thumbnails"])
 
@@ -204,6 +218,10 @@ def test_the_console_in_a_real_browser(
     assert seen["image"] == {"scaled": 1024, "full": 1200}
     assert seen["verify"].startswith("XXH3 blocks verified: 1 of ")
     assert seen["verify"].endswith("SHA-256 matches")
+    # Text: the head first, the rest by ranges on request, every character in place.
+    assert seen["text"]["head"] < len(long_text)
+    assert seen["text"]["whole"] == long_text
+
     # The PDF through the media views' routes: page images and their text, page by page.
     assert seen["pdf"]["kind"] == "pdf"
     assert seen["pdf"]["pages"] is True

@@ -153,6 +153,24 @@ async def test_every_change_without_the_csrf_token_is_refused(
         await service.get_artifact(Caller("alpha"), artifact_id)
 
 
+async def test_pin_keeps_an_artifact_without_expiry_and_unpin_gives_it_back(
+    login: Login, tenant_a: Tenant, store: Store, service: ArtifactService
+) -> None:
+    artifact_id = await store(tenant_a, b"keep", "keep.txt", ttl_seconds="60")
+    async with login(tenant_a) as browser:
+        token = await csrf_of(browser)
+        pinned = await browser.post(
+            f"/console/artifacts/{artifact_id}/pin", data={"csrf": token, "pinned": "1"}
+        )
+        assert pinned.status_code == 303
+        page = await browser.get(f"/console/artifacts/{artifact_id}")
+        assert "never (pinned)" in page.text
+        assert 'id="pin">Unpin<' in page.text
+        assert (await service.get_artifact(Caller("alpha"), artifact_id)).pinned
+        await browser.post(f"/console/artifacts/{artifact_id}/pin", data={"csrf": token, "pinned": "0"})
+    assert not (await service.get_artifact(Caller("alpha"), artifact_id)).pinned
+
+
 async def test_names_and_metadata_are_escaped_everywhere(
     login: Login, tenant_a: Tenant, service: ArtifactService
 ) -> None:

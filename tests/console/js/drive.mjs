@@ -141,6 +141,14 @@ try {
   });
   seen.duplicate = (await uploadRows()).at(-1);
 
+  begin("folder");
+  await page.setInputFiles("#folder", config.folder);
+  await page.waitForFunction(() => {
+    const rows = [...document.querySelectorAll("#uploads li")].filter((row) => row.dataset.path.includes("/"));
+    return rows.length === 2 && rows.every((row) => row.dataset.state === "done");
+  });
+  seen.folder = (await uploadRows()).filter((row) => row.path.includes("/")).map((row) => row.path);
+
   begin("list");
   await page.goto(`${config.server}/console/artifacts`);
   seen.listed = await page.$$eval("#artifact-list td.name a", (links) => links.map((link) => link.textContent));
@@ -166,6 +174,19 @@ try {
   await page.waitForFunction(() => document.getElementById("verify-result").dataset.verified !== undefined);
   seen.verify = await byId("verify-result").textContent();
   await shot("image");
+
+  begin("text-preview");
+  await page.goto(`${config.server}/console/artifacts/${config.textId}`);
+  seen.text = { head: (await byId("preview-text").textContent()).length };
+  while ((await byId("more-text").count()) > 0) {
+    const before = (await byId("preview-text").textContent()).length;
+    await byId("more-text").click();
+    await page.waitForFunction(
+      (length) => document.getElementById("preview-text").textContent.length > length,
+      before,
+    );
+  }
+  seen.text.whole = await byId("preview-text").textContent();
 
   begin("pdf-preview");
   await page.goto(`${config.server}/console/artifacts/${config.pdfId}`);
