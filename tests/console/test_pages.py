@@ -4,6 +4,8 @@ escaping of names and metadata, namespaces kept apart, browsing with filters and
 from __future__ import annotations
 
 import io
+import json
+import logging
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -383,3 +385,37 @@ async def test_a_read_only_token_browses_but_cannot_upload(app: FastAPI, service
 
 def test_base_is_a_loopback_origin() -> None:
     assert httpx.URL(BASE).host == "127.0.0.1"
+
+
+async def test_a_bridged_request_is_logged_with_its_api_route_and_no_secrets(
+    login: Login,
+    tenant_a: Tenant,
+    store: Store,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    artifact_id = await store(tenant_a, b"0123456789", "digits.txt")
+    access = logging.getLogger("blobstore.access")
+    monkeypatch.setattr(access, "propagate", True)
+    monkeypatch.setattr(access, "disabled", False)
+    caplog.set_level(logging.DEBUG, logger="blobstore.access")
+    async with login(tenant_a) as browser:
+        ranged = await browser.get(
+            f"/console/api/v1/artifacts/{artifact_id}/content", headers={"Range": "bytes=2-4"}
+        )
+        link_page = await browser.post(
+            f"/console/artifacts/{artifact_id}/share", data={"csrf": await csrf_of(browser), "expires": "1h"}
+        )
+    assert ranged.status_code == 206
+    assert ranged.content == b"234"
+    entries = [
+        json.loads(record.getMessage()) for record in caplog.records if record.name == "blobstore.access"
+    ]
+    [read] = [entry for entry in entries if entry["path"].endswith("/content")]
+    assert read["path"] == f"/console/api/v1/artifacts/{artifact_id}/content"
+    assert read["route"] == "/v1/artifacts/{artifact_id}/content"
+    assert read["status"] == 206
+    signature = re.search(r"sig=([A-Za-z0-9_-]+)", link_page.text)
+    assert signature is not None
+    for secret in (tenant_a.token, signature.group(1)):
+        assert secret not in caplog.text

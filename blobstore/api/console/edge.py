@@ -77,7 +77,12 @@ class ConsoleBridge:
         if authorization is not None:
             kept.append((b"authorization", authorization.encode("latin-1")))
         inner["headers"] = kept
-        await self.app(inner, receive, send)
+        try:
+            await self.app(inner, receive, send)
+        finally:
+            # The API route that answered, for the access line and the metrics' bounded route label.
+            if "route" in inner:
+                scope["route"] = inner["route"]
 
 
 def _policy_for(path: str) -> str | None:
