@@ -50,6 +50,7 @@ from blobstore.records import CleanupRecords
 from blobstore.service import ArtifactService
 from blobstore.storage.base import BlobStore
 from blobstore.upload_sessions import UploadManager
+from blobstore.views.engine import views_for
 
 logger = logging.getLogger("blobstore.cleanup")
 
@@ -471,7 +472,13 @@ async def run_cleanup(
         batch_size=batch_size,
         progress=progress,
     )
-    return await cleanup.run(steps)
+    report = await cleanup.run(steps)
+    if "expire" in steps and not dry_run:
+        # Media views live as long as the longest-lived artifact they were made for: past that, they go too.
+        removed = await views_for(service).sweep()
+        if removed:
+            report.step("expire").add("views_removed", removed)
+    return report
 
 
 async def run_periodic_cleanup(

@@ -50,9 +50,21 @@ def describe(artifact: Artifact) -> str:
         parts.append(f"{media['duration_seconds']:.1f} s")
     if media.get("pages"):
         parts.append(f"{media['pages']} page{'s' if media['pages'] != 1 else ''}")
-    line = f"{artifact.name} ({', '.join(parts)})"
-    hint = first_view_hint(artifact.mime_type, media)
-    return f"{line}; {hint}" if hint else line
+        parts.append("text layer" if media.get("text_layer") else "no text layer")
+    return f"{artifact.name} ({', '.join(parts)})"
+
+
+def view_hint(artifact: Artifact) -> str | None:
+    """The media view to read first, from the artifact's facts: ``read page 1 with read_artifact(uri,
+    pages="1")`` for a PDF, the first segment of audio, keyframes of video; None for other types."""
+    return first_view_hint(artifact.mime_type, artifact.media or {})
+
+
+def describe_with_view(artifact: Artifact) -> str:
+    """:func:`describe` followed by :func:`view_hint` when there is one (a ``resource_link``'s description,
+    the line beside an offloaded or linked artifact)."""
+    hint = view_hint(artifact)
+    return f"{describe(artifact)}; {hint}" if hint else describe(artifact)
 
 
 def title_of(artifact: Artifact) -> str:
@@ -86,7 +98,7 @@ def resource_link(
         "title": title or title_of(artifact),
         "mimeType": artifact.mime_type,
         "size": artifact.size,
-        "description": description or describe(artifact),
+        "description": description or describe_with_view(artifact),
         "annotations": annotations,
         "_meta": {
             ARTIFACT_META_KEY: {

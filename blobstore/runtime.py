@@ -28,6 +28,7 @@ from blobstore.service import ArtifactService
 from blobstore.storage import BlobStore, open_blob_store
 from blobstore.tus_uploads import TusUploads
 from blobstore.upload_sessions import UploadManager
+from blobstore.views.engine import views_for
 
 logger = logging.getLogger("blobstore")
 
@@ -57,6 +58,8 @@ class Runtime:
 
 def compose(service: ArtifactService) -> Runtime:
     """The runtime around an open service: its stores, and the tus layer and authenticator over them."""
+    # Uploads of PDFs, audio and video get the facts only a decoder finds (page count, measured duration).
+    service.media_prober = views_for(service).probe_blob
     return Runtime(
         settings=service.settings,
         service=service,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import re
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -98,6 +98,11 @@ P = TypeVar("P")
 _READ_THREADS = 8
 """Worker threads for one-call range reads at a time (as many as the SQLite reads had on their own)."""
 
+MediaProber = Callable[[str, BlobInfo, bytes, datetime | None], Awaitable[dict[str, Any]]]
+"""Facts only the whole file gives (a PDF's page count, a duration the decoder measured), from the MIME type,
+the published blob, its head and the artifact's expiry; never raises. The composition root installs the
+media views' prober."""
+
 RangeChoice = Callable[[Artifact], tuple[P, tuple[int, int] | None]]
 """Given the artifact, what to answer (``P``, the caller's plan) and the byte span ``[start, end)`` to read
 for it now, or None to read nothing. It runs wherever the lookup ran (a worker thread): pure, no I/O. What
@@ -132,6 +137,7 @@ class ArtifactService:
         self.audit = audit or AuditLog()
         self.clock = clock
         self.events = ArtifactEvents()
+        self.media_prober: MediaProber | None = None
         # Each one-call range read holds a thread and up to a window's worth of blocks: bound both.
         self._read_limiter = anyio.CapacityLimiter(_READ_THREADS)
         self._blocking_checked: object = None
@@ -267,6 +273,9 @@ class ArtifactService:
             if head is None:
                 head = await self._head(blob)
             mime = resolve_mime(declared_mime, name, head)
+            media = probe(mime, head)
+            if self.media_prober is not None:
+                media = {**media, **await self.media_prober(mime, blob, head, expires_at)}
             new = NewArtifact(
                 id=new_artifact_id(),
                 namespace=caller.namespace,
@@ -276,7 +285,7 @@ class ArtifactService:
                 expires_at=expires_at,
                 pinned=pinned,
                 metadata=metadata,
-                media=probe(mime, head),
+                media=media,
             )
             commit = functools.partial(
                 self.repo.commit_artifact,

@@ -23,7 +23,7 @@ from mcp.types import (
     TextContent,
 )
 
-from blobstore.links import ARTIFACT_META_KEY, LinkOptions, Role, describe, resource_link
+from blobstore.links import ARTIFACT_META_KEY, LinkOptions, Role, describe, resource_link, view_hint
 from blobstore.models import Artifact, Caller
 from mcp_resources.renditions import NotAnImage, Rendition, RenditionCache, downscale_async, rendition_key
 
@@ -227,9 +227,11 @@ async def tool_result_for(
         evidence = AudioContent(data=base64.b64encode(data).decode("ascii"), mime_type=artifact.mime_type)
     if evidence is None:
         evidence = resource_link_for(artifact, audience=audience, max_window=settings.mcp_window_max)
+        hint = view_hint(artifact)
+        views = f"{hint}, or " if hint else ""
+        window = settings.mcp_window_max
         text += (
-            f"\n[{describe(artifact)} stored as {artifact.uri}; read it with resources/read in windows of "
-            "at most "
-            f"{settings.mcp_window_max} bytes: {artifact.uri}?offset=0&length={settings.mcp_window_max}]"
+            f"\n[{describe(artifact)} stored as {artifact.uri}; {views}read it with resources/read in "
+            f"windows of at most {window} bytes: {artifact.uri}?offset=0&length={window}]"
         )
     return CallToolResult(content=[TextContent(text=text), evidence])

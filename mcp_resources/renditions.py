@@ -9,11 +9,8 @@ in-memory store is bounded by total size; :class:`DirectoryRenditionStore` keeps
 from __future__ import annotations
 
 import functools
-import hashlib
 import io
 import json
-import os
-import tempfile
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -21,6 +18,9 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 import anyio
+
+from blobstore.views.cache import read_private, write_private
+from blobstore.views.cache import rendition_key as content_key
 
 RENDITION_VERSION: Final = "1"
 DEFAULT_MEMORY_BYTES: Final = 64 * 1024 * 1024
@@ -39,12 +39,7 @@ class Rendition:
 
 
 def rendition_key(source_sha256: str, params: Mapping[str, Any], version: str = RENDITION_VERSION) -> str:
-    payload = json.dumps(
-        {"source": source_sha256, "params": dict(params), "version": version},
-        sort_keys=True,
-        separators=(",", ":"),
-    )
-    return hashlib.sha256(payload.encode()).hexdigest()
+    return content_key(source_sha256, params, version)
 
 
 class RenditionStore(Protocol):
@@ -80,28 +75,11 @@ class MemoryRenditionStore:
             self._bytes -= len(evicted.data)
 
 
-def _write_private(path: Path, header: bytes, data: bytes) -> None:
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(header + b"\n" + data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _read_private(path: Path) -> Rendition | None:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    found = read_private(path)
+    if found is None:
         return None
-    header, _, data = raw.partition(b"\n")
-    facts = json.loads(header)
+    facts, data = found
     return Rendition(data=data, mime_type=facts["mime_type"], width=facts["width"], height=facts["height"])
 
 
@@ -122,7 +100,7 @@ class DirectoryRenditionStore:
             {"mime_type": rendition.mime_type, "width": rendition.width, "height": rendition.height}
         ).encode()
         await anyio.to_thread.run_sync(
-            _write_private, self._path(key), header, rendition.data, limiter=_THREADS
+            write_private, self._path(key), header, rendition.data, limiter=_THREADS
         )
 
 

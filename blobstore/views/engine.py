@@ -21,15 +21,21 @@ from typing import Any, Final
 
 import anyio
 
-from blobstore.errors import UnsupportedMedia
+from blobstore.errors import BlobstoreError, UnsupportedMedia
 from blobstore.models import Artifact, BlobInfo, Caller
 from blobstore.service import ArtifactService
+from blobstore.storage.base import NOT_KEPT
 from blobstore.views.cache import VIEW_VERSION, View, ViewCache, ViewStore, rendition_key
 from blobstore.views.decoders import Decoded
 from blobstore.views.params import FramesLayout, PageFormat, check_edge, check_frames, check_segment
 from blobstore.views.runner import DecoderRunner
 
 PDF_TYPES: Final = frozenset({"application/pdf"})
+DEEP_FACT_KINDS: Final = frozenset({"pdf", "audio", "video"})
+PUBLISHED_FACTS: Final = frozenset(
+    {"pages", "text_layer", "duration_seconds", "sample_rate", "channels", "width", "height", "frame_rate"}
+)
+"""The deep facts kept in an artifact's ``media`` (its JSON, its ``resource_link`` description)."""
 _NOT_IMAGES: Final = frozenset({"image/svg+xml"})
 
 
@@ -100,9 +106,10 @@ class MediaViews:
         return source
 
     @contextlib.asynccontextmanager
-    async def _path(self, source: Source) -> AsyncIterator[str]:
-        """A file of the source's bytes: the blob itself on local storage, else a spooled private copy."""
-        local = self.service.local_path(source.blob)
+    async def _path(self, blob: BlobInfo, whole: bytes | None = None) -> AsyncIterator[str]:
+        """A file of the blob's bytes: the blob itself on local storage, else a spooled private copy (of
+        ``whole`` when the caller holds all of it: a blob the store did not keep)."""
+        local = self.service.local_path(blob) if blob.key != NOT_KEPT else None
         if local is not None:
             yield str(local)
             return
@@ -112,15 +119,18 @@ class MediaViews:
         os.close(fd)
         try:
             async with await anyio.open_file(name, "wb") as out:
-                async for piece in self.service.stream(source.blob):
-                    await out.write(piece)
+                if whole is not None:
+                    await out.write(whole)
+                else:
+                    async for piece in self.service.stream(blob):
+                        await out.write(piece)
             yield name
         finally:
             with contextlib.suppress(FileNotFoundError):
                 await anyio.Path(name).unlink()
 
     async def _decode(self, source: Source, op: str, **args: Any) -> Decoded:
-        async with self._path(source) as path:
+        async with self._path(source.blob) as path:
             return await self.runner.run(op, path=path, **args)
 
     def _key(self, source: Source, params: Mapping[str, Any]) -> str:
@@ -157,18 +167,44 @@ class MediaViews:
     async def facts(self, source: Source) -> dict[str, Any]:
         """Page count and text layer (PDF); duration, rate, channels (audio); duration, size, rate (video).
         Empty for types without deep facts (images keep the facts taken at upload)."""
-        kind = source.kind
-        if kind not in {"pdf", "audio", "video"}:
+        return await self._facts(source.artifact.sha256, source.kind, source.blob, self._expiry(source))
+
+    async def _facts(
+        self,
+        sha256: str,
+        kind: str | None,
+        blob: BlobInfo,
+        expires_at: datetime | None,
+        whole: bytes | None = None,
+    ) -> dict[str, Any]:
+        if kind not in DEEP_FACT_KINDS:
             return {}
 
         async def compute() -> View:
-            decoded = await self._decode(source, f"{kind}_facts")
+            async with self._path(blob, whole) as path:
+                decoded = await self.runner.run(f"{kind}_facts", path=path)
             return View(
                 data=json.dumps(decoded.meta).encode(), mime_type="application/json", meta=decoded.meta
             )
 
-        view = await self._one(source, {"op": "facts", "kind": kind}, compute)
+        key = rendition_key(sha256, {"op": "facts", "kind": kind}, VIEW_VERSION)
+        view = await self.cache.get_or_create(key, expires_at, compute)
         return dict(view.meta)
+
+    async def probe_blob(
+        self, mime_type: str, blob: BlobInfo, head: bytes, expires_at: datetime | None
+    ) -> dict[str, Any]:
+        """The deep facts of a blob being published (:data:`~blobstore.service.MediaProber`): what the
+        decoder finds, or nothing when it refuses the bytes (the upload itself never fails for it)."""
+        kind = kind_of(mime_type)
+        if kind not in DEEP_FACT_KINDS:
+            return {}
+        whole = head if blob.key == NOT_KEPT or len(head) >= blob.size else None
+        try:
+            facts = await self._facts(blob.sha256, kind, blob, expires_at, whole)
+        except BlobstoreError:
+            return {}
+        return {key: value for key, value in facts.items() if key in PUBLISHED_FACTS}
 
     # -- PDF ------------------------------------------------------------------------------------------------
 

@@ -64,5 +64,8 @@ async def test_the_host_config_with_the_full_path_starts_blobstore_mcp_without_p
         templates = await client.list_resource_templates()
     assert listed.resources == []
     assert [t.uri_template for t in templates.resource_templates] == [
-        "blobstore://artifacts/{artifact_id}{?offset,length}"
+        "blobstore://artifacts/{artifact_id}{?offset,length}",
+        "blobstore://artifacts/{artifact_id}/pages/{page}.txt",
+        "blobstore://artifacts/{artifact_id}/pages/{page}.png",
+        "blobstore://artifacts/{artifact_id}/audio{?start,duration}",
     ]

@@ -32,6 +32,7 @@ from mcp.types import (
 )
 from PIL import Image
 
+from mcp_resources.views import view_templates
 from tests.proxy.conftest import (
     PYTHON_UPSTREAM,
     TIMEOUT,
@@ -156,8 +157,11 @@ async def test_everything_server_passthrough_equals_the_direct_calls(data_dir: P
         expected = await session(direct)
     async with Client(proxy_params(data_dir, everything_upstream()), mode="legacy") as proxied:
         got = await session(proxied)
-    store_template = "blobstore://artifacts/{artifact_id}{?offset,length}"
-    assert got["templates"] == [*expected["templates"], store_template]
+    store_templates = [
+        "blobstore://artifacts/{artifact_id}{?offset,length}",
+        *(template.uri_template for template in view_templates()),
+    ]
+    assert got["templates"] == [*expected["templates"], *store_templates]
     assert expected["resources"]
     assert got["resources"] == expected["resources"]
     # An image is stored and linked however small (the offload rules): the link names the upstream's bytes.

@@ -30,6 +30,7 @@ from PIL import Image
 from blobstore.config import Settings
 from blobstore.models import Caller
 from blobstore.runtime import open_service
+from mcp_resources.views import view_templates
 from tests.fixtures.waiting import wait_until_async
 from tests.proxy.conftest import (
     NAMESPACE,
@@ -111,7 +112,10 @@ async def test_every_passthrough_call_equals_the_direct_call(data_dir: Path, mod
             r["uri"] for r in expected["resources"]["resources"]
         ]
         templates = wire(await proxied.list_resource_templates())
-        assert [t["uriTemplate"] for t in templates["resourceTemplates"]] == [STORE_TEMPLATE]
+        assert [t["uriTemplate"] for t in templates["resourceTemplates"]] == [
+            STORE_TEMPLATE,
+            *(template.uri_template for template in view_templates()),
+        ]
 
 
 @pytest.mark.parametrize("mode", MODES)

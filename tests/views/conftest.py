@@ -13,27 +13,15 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from blobstore.config import Settings
-from blobstore.models import Artifact, Caller
+from blobstore.models import Caller
 from blobstore.runtime import open_service
-from blobstore.service import ArtifactService
 from mcp_resources.server import create_server, fixed_caller
 from tests.fixtures.server import BLOBSTORE, start_server, stop_server
+from tests.mcp.conftest import CALLER, NAMESPACE, put
 from tests.views import media
 
-NAMESPACE = "default"
-CALLER = Caller(namespace=NAMESPACE)
 PDF_PAGES = 12
 TRANSPORTS = ["memory", "memory-legacy", "http", "http-legacy", "stdio"]
-
-
-async def one(data: bytes) -> AsyncIterator[bytes]:
-    yield data
-
-
-async def put(
-    service: ArtifactService, data: bytes, name: str, mime_type: str | None = None, caller: Caller = CALLER
-) -> Artifact:
-    return await service.create_artifact(caller, one(data), name=name, mime_type=mime_type)
 
 
 @dataclass

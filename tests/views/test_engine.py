@@ -23,8 +23,9 @@ from blobstore.errors import (
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from blobstore.views.engine import MediaViews
+from tests.mcp.conftest import CALLER, put
 from tests.views import media
-from tests.views.conftest import CALLER, PDF_PAGES, MediaSet, put
+from tests.views.conftest import PDF_PAGES, MediaSet
 
 RATE = 16_000
 
@@ -229,7 +230,8 @@ async def test_a_wav_header_that_lies_about_its_length_gets_media_invalid_past_t
     views: MediaViews, store: ArtifactService
 ) -> None:
     artifact = await put(store, media.lying_wav(600.0), "lying.wav")
-    assert artifact.media["duration_seconds"] == 600.0  # what the header claims
+    # The header claims 600 s; the artifact's facts are what the decoder measured.
+    assert artifact.media["duration_seconds"] == pytest.approx(0.1)
     source = await views.open(CALLER, artifact.id)
     assert (await views.facts(source))["duration_seconds"] == pytest.approx(0.1)
     with pytest.raises(MediaInvalid, match="past the end"):
@@ -265,3 +267,54 @@ async def test_a_decoder_past_its_time_is_killed_and_reported(media_set: MediaSe
         with pytest.raises(ViewTimeout):
             await views.facts(source)
         assert views.runner.killed == 1
+
+
+async def test_a_cleanup_run_removes_the_views_of_expired_artifacts(tmp_path: Path) -> None:
+    from blobstore.cleanup import run_cleanup
+    from blobstore.views.engine import views_for
+
+    async with open_service(Settings(data_dir=tmp_path)) as service:
+        artifact = await service.create_artifact(
+            CALLER, _once(media.text_pdf(2)), name="brief.pdf", ttl_seconds=60
+        )
+        views = views_for(service)
+        await views.page_texts(await views.open(CALLER, artifact.id), (2,))
+        assert list((tmp_path / "views").glob("??/*"))
+        expires = artifact.expires_at
+        assert expires is not None
+        service.clock = lambda: expires + timedelta(seconds=1)
+        report = await run_cleanup(service)
+    assert report.step("expire").details["views_removed"] == 2  # the facts (taken at upload) and the page
+    assert list((tmp_path / "views").glob("??/*")) == []
+
+
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+async def test_no_more_decoders_run_at_once_than_the_workers_setting(
+    media_set: MediaSet, tmp_path: Path
+) -> None:
+    import anyio
+
+    settings = media_set.settings.model_copy(update={"view_workers": 1})
+    async with open_service(settings) as service:
+        views = MediaViews(service, root=tmp_path / "views")
+        source = await views.open(CALLER, media_set.ids["report.pdf"])
+        most = 0
+        done = anyio.Event()
+
+        async def watch() -> None:
+            nonlocal most
+            while not done.is_set():
+                most = max(most, int(views.runner.limiter.borrowed_tokens))
+                await anyio.sleep(0.005)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch)
+            async with anyio.create_task_group() as renders:
+                for page in (1, 2, 3):
+                    renders.start_soon(views.page_image, source, page, 200)
+            done.set()
+    assert views.runner.started == 3
+    assert most == 1

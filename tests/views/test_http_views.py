@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 
 from tests.views import media
-from tests.views.conftest import PDF_PAGES, MediaSet
+from tests.views.conftest import PDF_PAGES, MediaSet, connect
 
 
 @pytest.fixture
@@ -83,3 +85,22 @@ async def test_views_answer_problems_with_the_catalogue_codes(
     assert (wrong.status_code, wrong.json()["code"]) == (415, "unsupported_media")
     assert (foreign.status_code, foreign.json()["code"]) == (404, "not_found")
     assert (long.status_code, long.json()["code"]) == (400, "invalid_request")
+
+
+async def test_a_bad_file_is_a_422_media_invalid_and_a_tool_error(
+    http: httpx.AsyncClient, media_set: MediaSet, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    locked = media.encrypted_pdf(tmp_path)
+    async with http:
+        stored = await http.post("/v1/artifacts", params={"name": "locked.pdf"}, content=locked)
+        assert stored.status_code == 201
+        artifact = stored.json()
+        page = await http.get(f"/v1/artifacts/{artifact['id']}/pages/1.txt")
+    assert "pages" not in artifact["media"]
+    assert (page.status_code, page.json()["code"]) == (422, "media_invalid")
+    assert "encrypted" in page.json()["detail"]
+    async with connect("http", media_set, request) as client:
+        result = await client.call_tool("read_artifact", {"uri": artifact["uri"], "pages": "1"})
+    assert result.is_error
+    assert isinstance(result.structured_content, dict)
+    assert result.structured_content["error"]["code"] == "media_invalid"

@@ -1,0 +1,299 @@
+"""Media views: what a model spends to read one page, how long a first and a cached view take, peak memory.
+
+Standalone (imports nothing of the other bench scripts). On a fresh data directory it makes its media with
+real tools (a 200-page PDF written by PDFium, a two-hour 16 kHz mono WAV and the same as MP3 encoded by
+FFmpeg) and reports:
+
+- tokens to answer "what does page 37 say" on the 200-page PDF: reading the whole file in ``read_artifact``
+  byte windows (every window's answer as the model receives it, at 4 bytes a token) against one
+  ``read_artifact(uri, pages="37")`` view (its answer's text at 4 characters a token);
+- wall time of the first and of a cached view: a page's text, a page's image, a 30 s segment at 0:00 and at
+  1:59:00 of the WAV and of the MP3 (medians of ``--runs`` fresh caches);
+- peak RSS during 16 views at once (``BLOBSTORE_VIEW_WORKERS=16``): the server process, the largest worker,
+  and the sum of both sampled every 10 ms.
+
+    .venv/bin/python bench/views.py                  # the full run (makes about 350 MB of media)
+    .venv/bin/python bench/views.py --hours 0.1      # a quick one over a six-minute recording
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import io
+import json
+import math
+import os
+import resource
+import shutil
+import statistics
+import struct
+import tempfile
+import threading
+import time
+import wave
+from collections.abc import AsyncIterator, Callable, Coroutine
+from fractions import Fraction
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+import av
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_raw
+from mcp import Client
+
+from blobstore.config import Settings
+from blobstore.models import Caller
+from blobstore.runtime import open_service
+from blobstore.service import ArtifactService
+from blobstore.views.engine import MediaViews
+from mcp_resources.server import create_server, fixed_caller
+
+CALLER = Caller(namespace="default")
+View = Callable[[], Coroutine[Any, Any, object]]
+RATE = 16_000
+BYTES_PER_TOKEN = 4
+
+
+def pdf_bytes(pages: int) -> bytes:
+    """``pages`` pages, each a heading and twenty lines of prose (a text layer), written by PDFium."""
+    pdf = pdfium.PdfDocument.new()
+    try:
+        for number in range(1, pages + 1):
+            page = pdf.new_page(612, 792)
+            lines = [f"Section {number}: the findings of page {number}"] + [
+                f"Line {i} of page {number}: measurements, remarks and a conclusion of some length."
+                for i in range(20)
+            ]
+            for row, line in enumerate(lines):
+                text = line.encode("utf-16-le") + b"\0\0"
+                buffer = ctypes.create_string_buffer(text, len(text))
+                obj = pdfium_raw.FPDFPageObj_NewTextObj(pdf, b"Helvetica", 11.0)
+                pdfium_raw.FPDFText_SetText(obj, ctypes.cast(buffer, ctypes.POINTER(pdfium_raw.FPDF_WCHAR)))
+                pdfium_raw.FPDFPageObj_Transform(obj, 1, 0, 0, 1, 72, 720 - 16 * row)
+                pdfium_raw.FPDFPage_InsertObject(page, obj)
+            pdfium_raw.FPDFPage_GenerateContent(page)
+            page.close()
+        out = io.BytesIO()
+        pdf.save(out)
+        return out.getvalue()
+    finally:
+        pdf.close()
+
+
+def _tone_block(seconds: int) -> bytes:
+    count = seconds * RATE
+    return struct.pack(
+        f"<{count}h", *(round(8000 * math.sin(2 * math.pi * 440 * i / RATE)) for i in range(count))
+    )
+
+
+def write_wav(path: Path, hours: float) -> None:
+    block = _tone_block(10)
+    blocks = math.ceil(hours * 3600 / 10)
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(RATE)
+        for _ in range(blocks):
+            out.writeframes(block)
+
+
+def write_mp3(path: Path, hours: float) -> None:
+    block = _tone_block(10)
+    per_frame = 1152
+    total = round(hours * 3600 * RATE)
+    with av.open(str(path), "w", format="mp3") as container:
+        stream = container.add_stream("libmp3lame", rate=RATE, layout="mono")
+        assert isinstance(stream, av.AudioStream)
+        stream.format = "s16p"
+        for start in range(0, total, per_frame):
+            count = min(per_frame, total - start)
+            offset = 2 * (start % (10 * RATE))
+            piece = (block + block)[offset : offset + 2 * count]
+            frame = av.AudioFrame(format="s16p", layout="mono", samples=count)
+            frame.planes[0].update(piece)
+            frame.rate = RATE
+            frame.pts = start
+            frame.time_base = Fraction(1, RATE)
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+
+
+async def _chunks(path: Path) -> AsyncIterator[bytes]:
+    with path.open("rb") as file:
+        while piece := file.read(1 << 20):
+            yield piece
+
+
+async def store(service: ArtifactService, path: Path) -> str:
+    return (await service.create_artifact(CALLER, _chunks(path), name=path.name)).id
+
+
+def answer_bytes(result: Any) -> int:
+    return len(json.dumps(result.model_dump(by_alias=True, exclude_none=True, mode="json")).encode())
+
+
+async def page_tokens(service: ArtifactService, pdf_id: str, size: int) -> dict[str, int]:
+    server = create_server(service, caller_for=fixed_caller(CALLER))
+    uri = f"blobstore://artifacts/{pdf_id}"
+    window = service.settings.mcp_window_max
+    windows_bytes = 0
+    async with Client(server) as client:
+        for offset in range(0, size, window):
+            result = await client.call_tool("read_artifact", {"uri": uri, "offset": offset, "length": window})
+            windows_bytes += answer_bytes(result)
+        view = await client.call_tool("read_artifact", {"uri": uri, "pages": "37"})
+    view_text = sum(len(block.text) for block in view.content if block.type == "text")
+    return {
+        "windows": math.ceil(size / window),
+        "window_answers_tokens": math.ceil(windows_bytes / BYTES_PER_TOKEN),
+        "page_view_tokens": math.ceil(view_text / BYTES_PER_TOKEN),
+        "page_view_answer_bytes": answer_bytes(view),
+    }
+
+
+async def _timed(call: View) -> float:
+    started = time.perf_counter()
+    await call()
+    return time.perf_counter() - started
+
+
+async def view_times(
+    service: ArtifactService, ids: dict[str, str], runs: int, root: Path
+) -> dict[str, dict[str, float]]:
+    late = 3600 * 2 - 60  # 1:59:00 of a two-hour recording (the last minute of a shorter one)
+    first: dict[str, list[float]] = {}
+    cached: dict[str, list[float]] = {}
+    for run in range(runs):
+        views = MediaViews(service, root=root / f"run-{run}")
+        pdf = await views.open(CALLER, ids["pdf"])
+        wav = await views.open(CALLER, ids["wav"])
+        mp3 = await views.open(CALLER, ids["mp3"])
+        total = float(wav.artifact.media.get("duration_seconds") or 0)
+        at = min(late, max(0.0, total - 60))
+        cases: dict[str, View] = {
+            "page text": partial(views.page_texts, pdf, (37,)),
+            "page image": partial(views.page_image, pdf, 37),
+            "wav 30 s at 0:00": partial(views.audio, wav, 0.0, 30.0),
+            f"wav 30 s at {at / 60:.0f} min": partial(views.audio, wav, at, 30.0),
+            "mp3 30 s at 0:00": partial(views.audio, mp3, 0.0, 30.0),
+            f"mp3 30 s at {at / 60:.0f} min": partial(views.audio, mp3, at, 30.0),
+        }
+        for name, call in cases.items():
+            first.setdefault(name, []).append(await _timed(call))
+            cached.setdefault(name, []).append(await _timed(call))
+    return {
+        name: {
+            "first_ms": 1000 * statistics.median(first[name]),
+            "cached_ms": 1000 * statistics.median(cached[name]),
+        }
+        for name in first
+    }
+
+
+def _rss_of(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as file:
+            return [int(child) for child in file.read().split()]
+    except OSError:
+        return []
+
+
+async def parallel_rss(settings: Settings, ids: dict[str, str], root: Path) -> dict[str, float]:
+    """16 views at once, each a first read: PDF pages as images and text, segments of the recordings."""
+    wide = settings.model_copy(update={"view_workers": 16})
+    peak = 0
+    stop = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        me = os.getpid()
+        while not stop.is_set():
+            peak = max(peak, _rss_of(me) + sum(_rss_of(child) for child in _children(me)))
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    async with open_service(wide) as service:
+        views = MediaViews(service, root=root / "parallel")
+        pdf = await views.open(CALLER, ids["pdf"])
+        wav = await views.open(CALLER, ids["wav"])
+        mp3 = await views.open(CALLER, ids["mp3"])
+        calls: list[View] = []
+        calls += [partial(views.page_image, pdf, 10 + i) for i in range(6)]
+        calls += [partial(views.page_texts, pdf, (50 + i,)) for i in range(4)]
+        total = float(wav.artifact.media.get("duration_seconds") or 0)
+        starts = [max(0.0, total * (i + 1) / 4 - 30) for i in range(3)]
+        calls += [partial(views.audio, wav, start, 30.0) for start in starts]
+        calls += [partial(views.audio, mp3, start, 30.0) for start in starts]
+        sampler.start()
+        started = time.perf_counter()
+        async with anyio.create_task_group() as group:
+            for call in calls:
+                group.start_soon(call)
+        elapsed = time.perf_counter() - started
+        stop.set()
+        sampler.join()
+    worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    server = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {
+        "views": len(calls),
+        "wall_s": round(elapsed, 2),
+        "peak_total_mib": round(peak / 2**20, 1),
+        "largest_worker_mib": round(worker / 2**20, 1),
+        "server_mib": round(server / 2**20, 1),
+    }
+
+
+async def main(hours: float, runs: int, keep: bool) -> None:
+    work = Path(tempfile.mkdtemp(prefix="bench-views-"))
+    try:
+        media = work / "media"
+        media.mkdir()
+        made = time.perf_counter()
+        (media / "report.pdf").write_bytes(pdf_bytes(200))
+        write_wav(media / "meeting.wav", hours)
+        write_mp3(media / "meeting.mp3", hours)
+        print(
+            f"media made in {time.perf_counter() - made:.1f} s:",
+            {p.name: p.stat().st_size for p in media.iterdir()},
+        )
+        settings = Settings(data_dir=work / "data")
+        async with open_service(settings) as service:
+            ids = {
+                "pdf": await store(service, media / "report.pdf"),
+                "wav": await store(service, media / "meeting.wav"),
+                "mp3": await store(service, media / "meeting.mp3"),
+            }
+            tokens = await page_tokens(service, ids["pdf"], (media / "report.pdf").stat().st_size)
+            times = await view_times(service, ids, runs, work / "views")
+        rss = await parallel_rss(settings, ids, work)
+        print(json.dumps({"page_37_tokens": tokens, "view_times": times, "parallel_16": rss}, indent=2))
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--hours", type=float, default=2.0, help="length of the recordings (default 2)")
+    parser.add_argument("--runs", type=int, default=3, help="fresh caches to take medians over (default 3)")
+    parser.add_argument("--keep", action="store_true", help="keep the media and data directory")
+    options = parser.parse_args()
+    with contextlib.suppress(KeyboardInterrupt):
+        anyio.run(main, options.hours, options.runs, options.keep)
