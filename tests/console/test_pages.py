@@ -380,6 +380,16 @@ async def test_a_read_only_token_browses_but_cannot_upload(app: FastAPI, service
         assert (await browser.post("/console/login", data={"token": reader.token})).status_code == 303
         assert (await browser.get("/console/artifacts")).status_code == 200
         assert (await browser.get("/console/upload")).status_code == 403
+        # A browser's navigation gets the refusal as a page (same status and code), a script the problem.
+        page = await browser.get("/console/upload", headers={"Accept": "text/html,*/*;q=0.8"})
+        assert page.status_code == 403
+        assert page.headers["content-type"].startswith("text/html")
+        assert 'id="error-code" data-status="403">403 · forbidden<' in page.text
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+        missing = await browser.get("/console/artifacts/a_nothere", headers={"Accept": "text/html"})
+        assert missing.status_code == 404
+        assert "404 · not_found" in missing.text
+        assert (await browser.get("/console/artifacts/a_nothere")).json()["code"] == "not_found"
         assert 'href="/console/upload"' not in (await browser.get("/console/artifacts")).text
 
 

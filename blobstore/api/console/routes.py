@@ -19,7 +19,7 @@ from starlette.routing import Match
 
 from blobstore import metrics
 from blobstore.api.console import present
-from blobstore.api.console.pages import render
+from blobstore.api.console.pages import ConsoleRoute, render
 from blobstore.api.console.session import (
     COOKIE_NAME,
     COOKIE_PATH,
@@ -43,7 +43,7 @@ from blobstore.models import Artifact, ArtifactFilter, BlobInfo, Caller, Scope
 from blobstore.service import ArtifactService, decode_cursor, encode_cursor
 from blobstore.views.engine import views_for
 
-router = APIRouter(prefix="/console", include_in_schema=False)
+router = APIRouter(prefix="/console", include_in_schema=False, route_class=ConsoleRoute)
 share_router = APIRouter(include_in_schema=False)
 
 PAGE_SIZE: Final = 50
