@@ -131,6 +131,15 @@ class Settings(BaseSettings):
     """Origins (``scheme://host[:port]``) whose pages may call the HTTP API and ``/mcp`` across origins;
     comma-separated in ``BLOBSTORE_CORS_ORIGINS``. Empty: no CORS (``blobstore.api.cors``)."""
 
+    # The web console.
+    console: bool | None = None
+    """Serve the web console at ``/console`` (``blobstore.api.console``); default: on when the server binds
+    loopback only (where local mode applies), off otherwise until enabled."""
+    link_key: str | None = Field(default=None, min_length=32, repr=False)
+    """Key of the signed share links (HMAC-SHA256; ``blobstore.signed_links``); default: a random key kept in
+    ``data_dir/link-signing.key``. Replicas share links only when they share the key; changing it revokes
+    every link signed with the old one."""
+
     # Observability.
     metrics: bool = False
     """Serve ``GET /metrics`` (Prometheus text format); it needs the ``admin`` scope once tokens exist."""
@@ -222,6 +231,10 @@ class Settings(BaseSettings):
             ),
         }
         return {name: why for name, (ignored, why) in reasons.items() if ignored}
+
+    @property
+    def console_enabled(self) -> bool:
+        return self.binds_loopback_only if self.console is None else self.console
 
     @property
     def resolved_audit_log(self) -> Path:

@@ -30,6 +30,8 @@ Hierarchy::
     │   └── TooManyRanges         too_many_ranges
     ├── Unauthorized              unauthorized
     ├── Forbidden                 forbidden             (missing scope; never used for foreign namespaces)
+    │   ├── CsrfRejected          forbidden             (a console change without its CSRF token)
+    │   └── LinkRefused           forbidden             (a signed link expired, tampered with or revoked)
     ├── RequestTimeout            request_timeout       (a request body stalled)
     ├── StorageFull               storage_full          (ENOSPC, EDQUOT)
     ├── StorageUnavailable        storage_unavailable   (I/O error, backend down)
@@ -174,6 +176,14 @@ class Unauthorized(BlobstoreError):
 class Forbidden(BlobstoreError):
     code = "forbidden"
     default_message = "token lacks the required scope"
+
+
+class CsrfRejected(Forbidden):
+    default_message = "the request lacks the console's CSRF token, or comes from another site"
+
+
+class LinkRefused(Forbidden):
+    default_message = "the link has expired or is not valid"
 
 
 class RequestTimeout(BlobstoreError):
