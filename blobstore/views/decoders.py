@@ -247,15 +247,16 @@ def _check_decodes(container: Any, stream: Any) -> None:
     raise MediaInvalid("the stream holds no decodable samples")
 
 
-def _segment_samples(container: Any, stream: Any, start: float, duration: float) -> bytes:
+def _segment_samples(container: Any, stream: Any, start: float, duration: float) -> tuple[bytes, float]:
     """16 kHz mono s16 samples of ``[start, start + duration)``: a seek to the packet before ``start``,
-    then decoding only until the segment is full."""
+    then decoding only until the segment is full. Also the time decoding began at (the seek's landing)."""
     import av
 
     resampler = av.AudioResampler(format="s16", layout="mono", rate=AUDIO_RATE)
     wanted = round(duration * AUDIO_RATE)
     out = bytearray()
     skip: int | None = None
+    first = 0.0
     if start > 0:
         container.seek(int(start / stream.time_base), stream=stream, backward=True, any_frame=False)
     try:
@@ -273,7 +274,7 @@ def _segment_samples(container: Any, stream: Any, start: float, duration: float)
     except av.FFmpegError:
         raise MediaInvalid("the audio could not be decoded at that time") from None
     begin = 2 * (skip or 0)
-    return bytes(out[begin : begin + 2 * wanted])
+    return bytes(out[begin : begin + 2 * wanted]), first
 
 
 def audio_segment(path: str, start: float, duration: float) -> Decoded:
@@ -287,7 +288,7 @@ def audio_segment(path: str, start: float, duration: float) -> Decoded:
         if start >= total:
             raise MediaInvalid(f"start {start:.1f} s is past the end ({total:.1f} s)")
         length = min(duration, total - start)
-        samples = _segment_samples(container, stream, start, length)
+        samples, decoded_from = _segment_samples(container, stream, start, length)
     if not samples:
         raise MediaInvalid("no samples could be decoded at that time")
     data = io.BytesIO()
@@ -303,6 +304,7 @@ def audio_segment(path: str, start: float, duration: float) -> Decoded:
         "duration_seconds": round(total, 3),
         "sample_rate": AUDIO_RATE,
         "channels": 1,
+        "decoded_from_seconds": round(decoded_from, 3),
     }
     return Decoded(meta=meta, parts=[(meta, data.getvalue())])
 
