@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import warnings
 import wave
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -397,7 +398,10 @@ def image_view(path: str, region: list[int] | None, max_edge: int) -> Decoded:
 
     Image.MAX_IMAGE_PIXELS = MAX_DECODE_PIXELS
     try:
-        image = Image.open(path)
+        with warnings.catch_warnings():
+            # Between one and two times the limit Pillow only warns: the size check below refuses those.
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(path)
     except Image.DecompressionBombError:
         raise ViewTooLarge(f"the image has more than {MAX_DECODE_PIXELS} pixels") from None
     except Exception:
