@@ -24,22 +24,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from peers import find_binary, free_port, running_nginx, stop, wait_ready
+from clients import MiB, write_random_file
+from harness import find_binary, free_port, running_nginx, stop, wait_ready
 
 SERVERS = ("uvicorn", "granian", "hypercorn")
-MiB = 1024 * 1024
-
-
-def make_payload(path: Path, size: int) -> str:
-    digest = hashlib.sha256()
-    with path.open("wb") as out:
-        remaining = size
-        while remaining:
-            block = os.urandom(min(remaining, 8 * MiB))
-            out.write(block)
-            digest.update(block)
-            remaining -= len(block)
-    return digest.hexdigest()
 
 
 def curl_download(url: str) -> tuple[int, float]:
@@ -135,7 +123,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp:
         work = Path(tmp)
         payload = work / "payload.bin"
-        sha = make_payload(payload, size)
+        sha = write_random_file(payload, size)
         blob_file: Path | None = None
         for name in args.servers.split(","):
             results[name], blob_file = bench_server(name, payload, sha, size, args.runs, work)

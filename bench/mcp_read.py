@@ -25,56 +25,57 @@ Writes the markdown report to stdout and to ``bench/results/mcp_read.md`` (``--o
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
 import datetime
 import hashlib
 import inspect
-import json
 import os
 import platform
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import anyio
+from clients import KiB, MiB
+from harness import (
+    BENCH_DIR,
+    PEER_DIR,
+    children_of,
+    command_output,
+    cpu_model,
+    free_port,
+    package_version,
+    reset_peak_rss,
+)
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.types import BlobResourceContents, EmbeddedResource
+from mcp_client import LEGACY_VERSION, RawStdioClient, Reader, sdk_media_reader, sdk_window_reader
 
 from blobstore.config import Settings
 from blobstore.models import Caller
 from blobstore.runtime import open_service
-from mcp_resources.uris import WINDOW_META_KEY, window_uri
+from mcp_resources.uris import window_uri
 
-KiB = 1024
-MiB = 1024 * KiB
 SIZES = (256 * KiB, 4 * MiB, 16 * MiB)
 SMALL = 4 * KiB
 WINDOW = 1 * MiB
 NAMESPACE = "default"
 """The namespace both transports act in without a token: stdio's default and HTTP's local (loopback) mode."""
-BENCH_DIR = Path(__file__).resolve().parent
 PEER_PACKAGE = "@modelcontextprotocol/server-filesystem"
-PEER_DIR = BENCH_DIR / "node_modules" / PEER_PACKAGE
 PEER_SDK_DIR = BENCH_DIR / "node_modules" / "@modelcontextprotocol" / "sdk"
-LEGACY_VERSION = "2025-11-25"
 
 OURS_STDIO = "blobstore mcp (stdio)"
 OURS_HTTP = "blobstore serve /mcp (HTTP)"
 PEER = "server-filesystem (stdio)"
-
-Reader = Callable[[], "Awaitable[bytes] | bytes"]
 
 
 def human(size: int) -> str:
@@ -82,21 +83,6 @@ def human(size: int) -> str:
 
 
 # -- processes ---------------------------------------------------------------------------------------------
-
-
-def children_of(pid: int) -> set[int]:
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # The parent pid follows the parenthesised command name, which may itself hold spaces.
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.add(int(entry.name))
-    return found
 
 
 def only_child(pids: set[int]) -> int:
@@ -110,18 +96,6 @@ def proc_status_kib(pid: int, key: str) -> int:
         if line.startswith(key + ":"):
             return int(line.split()[1])
     raise KeyError(key)
-
-
-def reset_peak_rss(pid: int) -> None:
-    """Set VmHWM back to the current RSS (Linux >= 4.0), so the peak read afterwards is the read's own."""
-    Path(f"/proc/{pid}/clear_refs").write_text("5")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 # -- the payloads --------------------------------------------------------------------------------------------
@@ -196,35 +170,6 @@ class Suite:
     """label -> (reader, SHA-256 of the expected 4 KiB)."""
 
 
-def sdk_window_reader(client: Client, uri: str, *, follow: bool) -> Reader:
-    async def read() -> bytes:
-        pieces: list[bytes] = []
-        next_uri: str | None = uri
-        while next_uri is not None:
-            result = await client.read_resource(next_uri)
-            contents = result.contents[0]
-            if not isinstance(contents, BlobResourceContents):
-                raise TypeError(f"expected a blob, got {type(contents).__name__}")
-            pieces.append(base64.b64decode(contents.blob))
-            next_uri = (contents.meta or {})[WINDOW_META_KEY]["next"] if follow else None
-        return b"".join(pieces)
-
-    return read
-
-
-def sdk_media_reader(client: Client, path: Path) -> Reader:
-    async def read() -> bytes:
-        result = await client.call_tool("read_media_file", {"path": str(path)})
-        if result.is_error:
-            raise RuntimeError(f"read_media_file failed: {result.content[0]}")
-        block = result.content[0]
-        if not isinstance(block, EmbeddedResource) or not isinstance(block.resource, BlobResourceContents):
-            raise TypeError(f"expected an embedded blob, got {type(block).__name__}")
-        return base64.b64decode(block.resource.blob)
-
-    return read
-
-
 def ours_suite(fx: Fixture, reader: Callable[[str, bool], Reader]) -> Suite:
     big = fx.artifact_ids[SIZES[-1]]
     return Suite(
@@ -263,80 +208,6 @@ def sdk_client(name: str, fx: Fixture, quiet: TextIO, http_url: str | None = Non
     params = StdioServerParameters(command=argv[0], args=argv[1:])
     # cache=None: ours marks windows cacheable for a year, and a cache hit would measure nothing.
     return Client(stdio_client(params, errlog=quiet), cache=None)
-
-
-class RawStdioClient:
-    """A minimal JSON-RPC client over a server's stdin/stdout, on the handshake era (2025-11-25).
-
-    It reads each line in linear time and parses it with ``json.loads`` only, so the servers' own cost shows
-    without the SDK client's per-message work (pydantic validation, re-joining a long line chunk by chunk).
-    """
-
-    def __init__(self, argv: list[str]) -> None:
-        self.process = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-        )
-        self.last_id = 0
-        self.request(
-            "initialize",
-            {
-                "protocolVersion": LEGACY_VERSION,
-                "capabilities": {},
-                "clientInfo": {"name": "mcp-read-bench", "version": "1"},
-            },
-        )
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def send(self, message: dict[str, Any]) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(message).encode() + b"\n")
-        self.process.stdin.flush()
-
-    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        self.last_id += 1
-        self.send({"jsonrpc": "2.0", "id": self.last_id, "method": method, "params": params})
-        while True:
-            line = self.process.stdout.readline()
-            if not line:
-                raise RuntimeError(f"{method}: the server closed its stdout")
-            message = json.loads(line)
-            if message.get("id") != self.last_id:
-                continue  # a notification
-            if "error" in message:
-                raise RuntimeError(f"{method}: {message['error'].get('message')}")
-            result: dict[str, Any] = message["result"]
-            return result
-
-    def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-    def window_reader(self, uri: str, follow: bool) -> Reader:
-        def read() -> bytes:
-            pieces: list[bytes] = []
-            next_uri: str | None = uri
-            while next_uri is not None:
-                contents = self.request("resources/read", {"uri": next_uri})["contents"][0]
-                pieces.append(base64.b64decode(contents["blob"]))
-                next_uri = contents["_meta"][WINDOW_META_KEY]["next"] if follow else None
-            return b"".join(pieces)
-
-        return read
-
-    def media_reader(self, path: Path) -> Reader:
-        def read() -> bytes:
-            result = self.request("tools/call", {"name": "read_media_file", "arguments": {"path": str(path)}})
-            if result.get("isError"):
-                raise RuntimeError("read_media_file failed")
-            return base64.b64decode(result["content"][0]["resource"]["blob"])
-
-        return read
 
 
 @contextlib.contextmanager
@@ -487,27 +358,6 @@ def http_server(fx: Fixture) -> Iterator[tuple[str, int]]:
 
 
 # -- report ------------------------------------------------------------------------------------------------
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
-
-
-def command_output(*argv: str) -> str:
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def package_version(directory: Path) -> str:
-    try:
-        return str(json.loads((directory / "package.json").read_text())["version"])
-    except (OSError, KeyError, ValueError):
-        return "unknown"
 
 
 def p95(values: Sequence[float]) -> float:

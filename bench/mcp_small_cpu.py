@@ -22,7 +22,8 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from mcp_read import PEER_DIR, RawStdioClient
+from harness import PEER_DIR
+from mcp_client import RawStdioClient
 
 from blobstore.config import Settings
 from blobstore.models import Caller

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 import httpx
-from peers import blobstore_serve, process_tree, status_kib
+from harness import blobstore_serve, process_tree, status_kib
 
 KiB = 1024
 MiB = 1024 * KiB

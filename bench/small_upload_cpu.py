@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import httpx
-from peers import blobstore_serve, cpu_seconds, process_tree
+from harness import blobstore_serve, cpu_seconds, process_tree
 
 IN_FLIGHT = 16
 WARM_UP = 200

@@ -22,7 +22,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from peers import free_port
+from harness import free_port
 
 MiB = 1024 * 1024
 

@@ -33,29 +33,25 @@ import contextlib
 import functools
 import logging
 import random
-from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, Protocol, get_args
 
 import anyio
 
 from blobstore import metrics
 from blobstore.audit import AuditLog
+from blobstore.cleanup_report import STEPS, CleanupProgress, CleanupReport, Step, StepResult
 from blobstore.clock import Clock
+from blobstore.completion_leases import CompletionLeases
+from blobstore.config import Settings
 from blobstore.errors import BlobstoreError, InvalidRequest
 from blobstore.events import ArtifactChange, ArtifactEvent, ArtifactEvents
 from blobstore.models import StoredObject, UploadSession, UploadState
 from blobstore.records import CleanupRecords
-from blobstore.service import ArtifactService
 from blobstore.storage.base import BlobStore
-from blobstore.upload_sessions import UploadManager
-from blobstore.views.engine import views_for
 
 logger = logging.getLogger("blobstore.cleanup")
-
-Step = Literal["expire", "uploads", "blobs", "orphans"]
-STEPS: tuple[Step, ...] = get_args(Step)
 
 DEFAULT_BATCH_SIZE = 500
 CLEANUP_ACTOR = "cleanup"
@@ -65,92 +61,21 @@ STAGING_LOCK = "cleanup:staging-leftovers"
 ORPHAN_LOCK = "cleanup:orphans"
 
 
-class CleanupProgress(Protocol):
-    """Receives progress of a run, for a progress bar on large runs."""
+@dataclass(frozen=True, slots=True)
+class CleanupParts:
+    """What cleanup runs work on: a store's settings, metadata, storage, completion leases, audit log,
+    change events and clock. The composition root builds it (``Runtime.cleanup``,
+    :func:`blobstore.runtime.cleanup_parts`)."""
 
-    def step_started(self, step: Step, total: int | None) -> None: ...
-
-    def advanced(self, step: Step, count: int) -> None: ...
-
-    def step_finished(self, step: Step) -> None: ...
-
-
-@dataclass(slots=True)
-class StepResult:
-    """What one step freed (or, in a dry run, would free).
-
-    ``bytes`` counts only what left storage in this run; ``expired_bytes`` is the size of the artifacts the
-    ``expire`` step removed (their blobs are freed, and counted, by the ``blobs`` step once unreferenced).
-    """
-
-    step: Step
-    items: int = 0
-    bytes: int = 0
-    details: dict[str, int] = field(default_factory=dict)
-    skipped: str | None = None
-    expired_bytes: int = 0
-
-    def add(self, name: str, count: int = 1) -> None:
-        self.details[name] = self.details.get(name, 0) + count
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "items": self.items,
-            "bytes": self.bytes,
-            "expired_bytes": self.expired_bytes,
-            "details": dict(self.details),
-            "skipped": self.skipped,
-        }
-
-
-@dataclass(slots=True)
-class CleanupReport:
-    dry_run: bool
-    grace_seconds: int
-    started_at: datetime
-    steps: list[StepResult] = field(default_factory=list)
-
-    @property
-    def items(self) -> int:
-        return sum(step.items for step in self.steps)
-
-    @property
-    def bytes(self) -> int:
-        """Bytes freed on storage by this run."""
-        return sum(step.bytes for step in self.steps)
-
-    @property
-    def expired_bytes(self) -> int:
-        """Size of the artifacts expired by this run (not itself storage freed)."""
-        return sum(step.expired_bytes for step in self.steps)
-
-    def step(self, name: Step) -> StepResult:
-        for result in self.steps:
-            if result.step == name:
-                return result
-        raise KeyError(name)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "dry_run": self.dry_run,
-            "grace_seconds": self.grace_seconds,
-            "started_at": self.started_at.isoformat(),
-            "items": self.items,
-            "bytes": self.bytes,
-            "expired_bytes": self.expired_bytes,
-            "steps": [step.to_dict() for step in self.steps],
-        }
-
-
-def parse_steps(names: Iterable[str] | None) -> tuple[Step, ...]:
-    if not names:
-        return STEPS
-    chosen = set(names)
-    unknown = chosen.difference(STEPS)
-    if unknown:
-        raise InvalidRequest(f"unknown cleanup step {sorted(unknown)[0]!r}; choose from {', '.join(STEPS)}")
-    return tuple(step for step in STEPS if step in chosen)
+    settings: Settings
+    repo: CleanupRecords
+    blobs: BlobStore
+    leases: CompletionLeases
+    audit: AuditLog
+    events: ArtifactEvents
+    clock: Clock
+    sweep_views: Callable[[], Awaitable[int]] | None = None
+    """Deletes the media views whose artifacts have all expired, and says how many (``expire`` runs it)."""
 
 
 class Cleanup:
@@ -161,7 +86,7 @@ class Cleanup:
         *,
         repo: CleanupRecords,
         blobs: BlobStore,
-        uploads: UploadManager,
+        leases: CompletionLeases,
         audit: AuditLog,
         events: ArtifactEvents,
         clock: Clock,
@@ -177,7 +102,7 @@ class Cleanup:
             raise InvalidRequest("batch size must be positive")
         self.repo = repo
         self.blobs = blobs
-        self.uploads = uploads
+        self.leases = leases
         self.audit = audit
         self.events = events
         self.clock = clock
@@ -284,14 +209,14 @@ class Cleanup:
 
     async def _recover_completions(self, now: datetime, result: StepResult) -> None:
         """Roll completions whose completer is gone back to ``open`` (a dry run only counts them)."""
-        manager = self.uploads
+        leases = self.leases
         after = ""
         while True:
             batch = await self.repo.list_completing_uploads(after_id=after, limit=self.batch_size)
             for session in batch:
-                if not manager.abandoned(session, now):
+                if not leases.abandoned(session, now):
                     continue
-                if self.dry_run or await manager.recover(session, actor=CLEANUP_ACTOR):
+                if self.dry_run or await leases.recover(session, actor=CLEANUP_ACTOR):
                     result.add("completions_recovered")
             if len(batch) < self.batch_size:
                 return
@@ -309,7 +234,7 @@ class Cleanup:
                 return
 
     async def _expire_upload(self, session: UploadSession, now: datetime, result: StepResult) -> None:
-        if session.state is UploadState.COMPLETING and not self.uploads.abandoned(session, now):
+        if session.state is UploadState.COMPLETING and not self.leases.abandoned(session, now):
             # A live completer (it keeps renewing its lease) is still reading the staged chunks.
             result.add("completing_deferred")
             return
@@ -448,7 +373,7 @@ def _unknown(refs: Sequence[str], known: set[str]) -> list[str]:
 
 
 async def run_cleanup(
-    service: ArtifactService,
+    parts: CleanupParts,
     *,
     steps: Sequence[Step] = STEPS,
     dry_run: bool = False,
@@ -456,16 +381,16 @@ async def run_cleanup(
     batch_size: int = DEFAULT_BATCH_SIZE,
     progress: CleanupProgress | None = None,
 ) -> CleanupReport:
-    """Run the cleanup ``steps`` (all by default, in order) once over ``service``'s stores and report what
+    """Run the cleanup ``steps`` (all by default, in order) once over ``parts``' stores and report what
     they freed; ``grace_seconds`` defaults to the settings' grace period."""
-    settings = service.settings
+    settings = parts.settings
     cleanup = Cleanup(
-        repo=service.repo,
-        blobs=service.blobs,
-        uploads=service.uploads,
-        audit=service.audit,
-        events=service.events,
-        clock=service.clock,
+        repo=parts.repo,
+        blobs=parts.blobs,
+        leases=parts.leases,
+        audit=parts.audit,
+        events=parts.events,
+        clock=parts.clock,
         grace_seconds=settings.gc_grace_seconds if grace_seconds is None else grace_seconds,
         upload_ttl_seconds=settings.upload_ttl_seconds,
         dry_run=dry_run,
@@ -473,16 +398,16 @@ async def run_cleanup(
         progress=progress,
     )
     report = await cleanup.run(steps)
-    if "expire" in steps and not dry_run:
+    if "expire" in steps and not dry_run and parts.sweep_views is not None:
         # Media views live as long as the longest-lived artifact they were made for: past that, they go too.
-        removed = await views_for(service).sweep()
+        removed = await parts.sweep_views()
         if removed:
             report.step("expire").add("views_removed", removed)
     return report
 
 
 async def run_periodic_cleanup(
-    service: ArtifactService,
+    parts: CleanupParts,
     interval: float,
     *,
     grace_seconds: int | None = None,
@@ -504,7 +429,7 @@ async def run_periodic_cleanup(
         if stop.is_set():
             return
         try:
-            report = await run_cleanup(service, grace_seconds=grace_seconds)
+            report = await run_cleanup(parts, grace_seconds=grace_seconds)
         except BlobstoreError as exc:
             logger.error("periodic cleanup failed: %s (%s)", exc.message, exc.code)
             continue
@@ -517,7 +442,7 @@ async def run_periodic_cleanup(
 
 @contextlib.asynccontextmanager
 async def periodic_cleanup(
-    service: ArtifactService, interval: float | None, *, grace_seconds: int | None = None
+    parts: CleanupParts, interval: float | None, *, grace_seconds: int | None = None
 ) -> AsyncIterator[None]:
     """Run :func:`run_periodic_cleanup` in the background for the duration of the block (no-op for None).
 
@@ -526,7 +451,7 @@ async def periodic_cleanup(
     of that connection waiting for good, which holds up the event loop's shutdown. A cancellation from
     outside (the block's own task cancelled) still cancels the run.
 
-    For a server lifespan: ``await stack.enter_async_context(periodic_cleanup(service,
+    For a server lifespan: ``await stack.enter_async_context(periodic_cleanup(runtime.cleanup,
     settings.cleanup_interval_seconds))``.
     """
     if interval is None:
@@ -535,7 +460,7 @@ async def periodic_cleanup(
     stop = anyio.Event()
     async with anyio.create_task_group() as group:
         group.start_soon(
-            functools.partial(run_periodic_cleanup, service, interval, grace_seconds=grace_seconds, stop=stop)
+            functools.partial(run_periodic_cleanup, parts, interval, grace_seconds=grace_seconds, stop=stop)
         )
         try:
             yield

@@ -14,8 +14,12 @@ from typing import Protocol, TypeVar
 
 from blobstore.models import (
     Artifact,
+    BlobInfo,
     BlobRecord,
     ChunkRecord,
+    CommitResult,
+    CompletionClaim,
+    NewArtifact,
     TokenRecord,
     UploadSession,
     UploadState,
@@ -47,6 +51,42 @@ class UploadTransitions(Protocol):
     ) -> bool: ...
 
 
+class PublishRecords(Protocol):
+    """The quota and the commit of a new artifact (:class:`~blobstore.publishing.Publisher`)."""
+
+    async def namespace_usage(self, namespace: str, *, now: datetime) -> int: ...
+
+    async def commit_artifact(
+        self,
+        *,
+        blob: BlobInfo,
+        artifact: NewArtifact,
+        quota: int | None = None,
+        completion: CompletionClaim | None = None,
+        now: datetime | None = None,
+        dedup_only: bool = False,
+    ) -> CommitResult: ...
+
+    @property
+    def blocking_reads(self) -> bool: ...
+
+    def live_content_blocking(self, sha256: str, size: int) -> bool: ...
+
+
+class LeaseRecords(Protocol):
+    """Completion leases in the upload rows (:class:`~blobstore.completion_leases.CompletionLeases`)."""
+
+    async def begin_completion(
+        self, upload_id: str, *, owner: str, lease_until: datetime, now: datetime
+    ) -> bool: ...
+
+    async def renew_completion(self, upload_id: str, *, owner: str, lease_until: datetime) -> bool: ...
+
+    async def release_completion(
+        self, upload_id: str, *, owner: str | None, now: datetime, expired_only: bool
+    ) -> bool: ...
+
+
 class UploadRecords(FreeingRecords, ChunkRecords, UploadTransitions, Protocol):
     """The chunked-upload state machine's rows (:class:`~blobstore.upload_sessions.UploadManager`)."""
 
@@ -59,16 +99,6 @@ class UploadRecords(FreeingRecords, ChunkRecords, UploadTransitions, Protocol):
     async def count_open_uploads(self, namespace: str) -> int: ...
 
     async def record_chunk(self, chunk: ChunkRecord) -> ChunkRecord: ...
-
-    async def begin_completion(
-        self, upload_id: str, *, owner: str, lease_until: datetime, now: datetime
-    ) -> bool: ...
-
-    async def renew_completion(self, upload_id: str, *, owner: str, lease_until: datetime) -> bool: ...
-
-    async def release_completion(
-        self, upload_id: str, *, owner: str | None, now: datetime, expired_only: bool
-    ) -> bool: ...
 
 
 class TailRecords(ChunkRecords, Protocol):

@@ -1,6 +1,7 @@
-"""The composition root: settings → repository, blob store, audit log → service, upload sessions, tus,
-authenticator, held together in one :class:`Runtime`. The only place that picks concrete backends; the edges
-(HTTP app, MCP server, CLI) receive what it built.
+"""The composition root: settings → repository, blob store, audit log → one clock, the publisher, upload
+sessions and their completion leases → service, tus, authenticator, cleanup, held together in one
+:class:`Runtime`. The only place that picks concrete backends and wires collaborators; the edges (HTTP app,
+MCP server, CLI) receive what it built.
 """
 
 from __future__ import annotations
@@ -16,16 +17,20 @@ from sqlalchemy.engine import make_url
 
 from blobstore.audit import STDOUT, AuditLog
 from blobstore.auth import Authenticator
-from blobstore.cleanup import periodic_cleanup
+from blobstore.cleanup import CleanupParts, periodic_cleanup
+from blobstore.completion_leases import CompletionLeases
 from blobstore.config import Settings
 from blobstore.datadir import DataDirLock
 from blobstore.diskspace import RESERVE_FILE_NAME, SpaceReserve
 from blobstore.errors import DatabaseNotMigrated
+from blobstore.events import ArtifactEvents
 from blobstore.metadata.engine import sqlite_file
 from blobstore.metadata.migrate import HEAD_REVISION, current_revision_async, upgrade_async
 from blobstore.metadata.repository import MetadataRepository
+from blobstore.publishing import Publisher
 from blobstore.service import ArtifactService
 from blobstore.storage import BlobStore, open_blob_store
+from blobstore.store_clock import StoreClock
 from blobstore.tus_uploads import TusUploads
 from blobstore.upload_sessions import UploadManager
 from blobstore.views.engine import views_for
@@ -42,6 +47,7 @@ class Runtime:
     tus: TusUploads
     """One per running store: requests for one upload share its lock."""
     authenticator: Authenticator
+    cleanup: CleanupParts
 
     @property
     def repo(self) -> MetadataRepository:
@@ -56,19 +62,78 @@ class Runtime:
         return self.service.uploads
 
 
+def build_service(
+    *,
+    settings: Settings,
+    blobs: BlobStore,
+    repo: MetadataRepository,
+    audit: AuditLog | None = None,
+    clock: StoreClock | None = None,
+    sole_server: bool = False,
+) -> ArtifactService:
+    """The service over open stores, with the publisher, the upload manager and its completion leases it
+    uses, all on one clock (a new :class:`StoreClock` unless given)."""
+    audit = audit or AuditLog()
+    clock = clock or StoreClock()
+    events = ArtifactEvents()
+    publisher = Publisher(settings=settings, blobs=blobs, repo=repo, audit=audit, events=events, clock=clock)
+    leases = CompletionLeases(
+        repo=repo,
+        audit=audit,
+        clock=clock,
+        lease_seconds=settings.completion_lease_seconds,
+        sole_server=sole_server,
+    )
+    uploads = UploadManager(
+        settings=settings,
+        repo=repo,
+        blobs=blobs,
+        audit=audit,
+        clock=clock,
+        publisher=publisher,
+        leases=leases,
+    )
+    return ArtifactService(
+        settings=settings,
+        blobs=blobs,
+        repo=repo,
+        publisher=publisher,
+        uploads=uploads,
+        audit=audit,
+        events=events,
+        clock=clock,
+    )
+
+
+def cleanup_parts(service: ArtifactService) -> CleanupParts:
+    """What a cleanup run over ``service``'s stores works on (:func:`blobstore.cleanup.run_cleanup`)."""
+    return CleanupParts(
+        settings=service.settings,
+        repo=service.repo,
+        blobs=service.blobs,
+        leases=service.uploads.leases,
+        audit=service.audit,
+        events=service.events,
+        clock=service.clock,
+        sweep_views=views_for(service).sweep,
+    )
+
+
 def compose(service: ArtifactService) -> Runtime:
-    """The runtime around an open service: its stores, and the tus layer and authenticator over them."""
+    """The runtime around an open service: its stores, and the tus layer, authenticator and cleanup over
+    them, on the service's clock."""
     # Uploads of PDFs, audio and video get the facts only a decoder finds (page count, measured duration).
-    service.media_prober = views_for(service).probe_blob
+    service.publisher.media_prober = views_for(service).probe_blob
     return Runtime(
         settings=service.settings,
         service=service,
         tus=TusUploads(
-            settings=service.settings, uploads=service.uploads, repo=service.repo, clock=service.now
+            settings=service.settings, uploads=service.uploads, repo=service.repo, clock=service.clock
         ),
         authenticator=Authenticator.for_settings(
-            service.settings, service.repo, audit=service.audit, clock=service.now
+            service.settings, service.repo, audit=service.audit, clock=service.clock
         ),
+        cleanup=cleanup_parts(service),
     )
 
 
@@ -177,7 +242,7 @@ async def serve(settings: Settings) -> AsyncIterator[Runtime]:
         probe = getattr(runtime.blobs, "probe", None)
         if probe is not None:
             await probe()
-        async with periodic_cleanup(runtime.service, settings.cleanup_interval_seconds):
+        async with periodic_cleanup(runtime.cleanup, settings.cleanup_interval_seconds):
             yield runtime
 
 
@@ -212,7 +277,7 @@ async def open_runtime(
                 logger.warning("the disk reserve could not be allocated in full: the disk is nearly full")
             blobs = blob_store_for(settings)
             try:
-                service = ArtifactService(
+                service = build_service(
                     settings=settings,
                     blobs=blobs,
                     repo=repo,

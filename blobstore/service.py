@@ -1,19 +1,18 @@
 """ArtifactService: the one API the HTTP and MCP edges call.
 
-It owns the rules that cross storage and metadata: verify while writing, publish the blob, then commit the row
-(dedup onto an existing live blob only after every byte was received and hashed; a short body whose content
-is live already is not written at all), and scope every read by namespace. Chunked uploads live in
-:mod:`blobstore.upload_sessions`; this class builds their manager with the collaborators it shares
-(repository, blob store, audit log, clock) and itself as the publisher of a joined upload, and lends it to the
-edges as :attr:`ArtifactService.uploads`.
+It scopes every read by namespace and answers them (lookups, listings, range reads, streams, presigned
+downloads), and changes or deletes what a caller owns. Writing is delegated: the rules that turn verified
+bytes into an artifact (TTL, quota, dedup, the commit) live in :class:`~blobstore.publishing.Publisher`, and
+chunked uploads in :mod:`blobstore.upload_sessions`. The composition root (:mod:`blobstore.runtime`) builds
+both over the same repository, blob store, audit log and clock and hands them to the service, which lends the
+upload manager to the edges as :attr:`ArtifactService.uploads`.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,47 +21,26 @@ from typing import Any, Generic, Protocol, TypeVar
 import anyio
 import anyio.to_thread
 
-from blobstore import metrics
 from blobstore.audit import AuditLog
 from blobstore.clock import Clock, utcnow
 from blobstore.config import Settings
-from blobstore.digests import StreamDigest
-from blobstore.errors import (
-    BlobstoreError,
-    ContentNotLive,
-    InvalidRequest,
-    NotFound,
-    QuotaExceeded,
-    RangeRequired,
-    TooLarge,
-)
+from blobstore.errors import InvalidRequest, NotFound, RangeRequired
 from blobstore.events import ArtifactChange, ArtifactEvent, ArtifactEvents
-from blobstore.ids import check_id, new_artifact_id
-from blobstore.media import PROBE_BYTES, probe, resolve_mime
+from blobstore.ids import check_id
 from blobstore.metadata.repository import MetadataRepository
-from blobstore.models import (
-    UNSET,
-    Artifact,
-    BlobInfo,
-    BlobRecord,
-    Caller,
-    CompletionClaim,
-    NewArtifact,
-    Page,
-)
+from blobstore.models import UNSET, Artifact, BlobInfo, BlobRecord, Caller, Page
 from blobstore.nowait import WouldBlock
+from blobstore.publishing import Publisher
 from blobstore.ranges import Window, window
 from blobstore.storage.base import (
-    NOT_KEPT,
     BlobStore,
-    Present,
     SupportsBlockingRead,
     SupportsCachedRead,
     SupportsLocalPath,
     SupportsPresign,
 )
+from blobstore.store_clock import StoreClock
 from blobstore.upload_sessions import UploadManager
-from blobstore.validation import validate_metadata, validate_mime, validate_name
 
 __all__ = [
     "CURSOR_PATTERN",
@@ -98,11 +76,6 @@ P = TypeVar("P")
 _READ_THREADS = 8
 """Worker threads for one-call range reads at a time (as many as the SQLite reads had on their own)."""
 
-MediaProber = Callable[[str, BlobInfo, bytes, datetime | None], Awaitable[dict[str, Any]]]
-"""Facts only the whole file gives (a PDF's page count, a duration the decoder measured), from the MIME type,
-the published blob, its head and the artifact's expiry; never raises. The composition root installs the
-media views' prober."""
-
 RangeChoice = Callable[[Artifact], tuple[P, tuple[int, int] | None]]
 """Given the artifact, what to answer (``P``, the caller's plan) and the byte span ``[start, end)`` to read
 for it now, or None to read nothing. It runs wherever the lookup ran (a worker thread): pure, no I/O. What
@@ -127,64 +100,36 @@ class ArtifactService:
         settings: Settings,
         blobs: BlobStore,
         repo: MetadataRepository,
-        audit: AuditLog | None = None,
-        clock: Clock = utcnow,
-        sole_server: bool = False,
+        publisher: Publisher,
+        uploads: UploadManager,
+        audit: AuditLog,
+        events: ArtifactEvents,
+        clock: StoreClock,
     ) -> None:
         self.settings = settings
         self.blobs = blobs
         self.repo = repo
-        self.audit = audit or AuditLog()
-        self.clock = clock
-        self.events = ArtifactEvents()
-        self.media_prober: MediaProber | None = None
+        self.publisher = publisher
+        self.uploads = uploads
+        self.audit = audit
+        self.events = events
+        self._clock = clock
         # Each one-call range read holds a thread and up to a window's worth of blocks: bound both.
         self._read_limiter = anyio.CapacityLimiter(_READ_THREADS)
         self._blocking_checked: object = None
         self._blocking: SupportsBlockingRead | None = None
         self._cached: SupportsCachedRead | None = None
-        self.uploads = UploadManager(
-            settings=settings,
-            repo=repo,
-            blobs=blobs,
-            audit=self.audit,
-            clock=self.now,
-            publisher=self,
-            sole_server=sole_server,
-        )
 
-    def now(self) -> datetime:
-        """The store's time. Collaborators get this method as their clock, so that swapping :attr:`clock`
-        (an admin's or a test's time travel) moves every rule with a deadline at once."""
-        return self.clock()
+    @property
+    def clock(self) -> StoreClock:
+        """The store's clock, shared with every collaborator: setting its ``source`` moves every rule with a
+        deadline at once. Read-only, so that replacing it (it would move the service alone) fails loudly."""
+        return self._clock
 
-    # -- time-to-live ---------------------------------------------------------------------------------------
+    # -- creating artifacts (see Publisher) -----------------------------------------------------------------
 
     def expiry_for(self, ttl_seconds: int | None, now: datetime) -> datetime:
-        ttl = self.settings.default_ttl_seconds if ttl_seconds is None else ttl_seconds
-        if ttl <= 0 or ttl > self.settings.max_ttl_seconds:
-            raise InvalidRequest(f"ttl_seconds must be between 1 and {self.settings.max_ttl_seconds}")
-        return now + timedelta(seconds=ttl)
-
-    async def check_quota(self, namespace: str, adding: int) -> None:
-        quota = self.settings.namespace_quota_bytes
-        if quota is None:
-            return
-        used = await self.repo.namespace_usage(namespace, now=self.clock())
-        if used + adding > quota:
-            raise QuotaExceeded(quota=quota, used=used)
-
-    async def size_limit(self, namespace: str) -> tuple[int, bool]:
-        """The most bytes one upload may bring now, and whether the namespace quota (not the size) sets it."""
-        quota = self.settings.namespace_quota_bytes
-        if quota is None:
-            return self.settings.max_artifact_size, False
-        room = max(0, quota - await self.repo.namespace_usage(namespace, now=self.clock()))
-        if room < self.settings.max_artifact_size:
-            return room, True
-        return self.settings.max_artifact_size, False
-
-    # -- creating artifacts ---------------------------------------------------------------------------------
+        return self.publisher.expiry_for(ttl_seconds, now)
 
     async def create_artifact(
         self,
@@ -200,146 +145,22 @@ class ArtifactService:
         pinned: bool = False,
     ) -> Artifact:
         """Store a stream as a new artifact (single-request upload)."""
-        started = time.monotonic()
-        name = validate_name(name)
-        declared_mime = validate_mime(mime_type)
-        user_metadata = validate_metadata(metadata)
-        now = self.clock()
-        expires_at = None if pinned else self.expiry_for(ttl_seconds, now)
-        if expected_size is not None:
-            if expected_size > self.settings.max_artifact_size:
-                raise TooLarge(max_size=self.settings.max_artifact_size)
-            await self.check_quota(caller.namespace, expected_size)
-        max_size, quota_bound = await self.size_limit(caller.namespace)
-        head = bytearray()
-        try:
-            try:
-                blob = await self.blobs.put(
-                    _keeping_head(data, head),
-                    expected_size=expected_size,
-                    expected_sha256=expected_sha256,
-                    max_size=max_size,
-                    present=self._present_content(),
-                )
-            except TooLarge:
-                # Stop an undeclared stream at the quota rather than after receiving it whole.
-                if quota_bound:
-                    raise QuotaExceeded(quota=self.settings.namespace_quota_bytes) from None
-                raise
-            artifact = await self.publish(
-                caller,
-                blob,
-                name=name,
-                declared_mime=declared_mime,
-                expires_at=expires_at,
-                metadata=user_metadata,
-                pinned=pinned,
-                head=bytes(head),
-            )
-        except BlobstoreError as exc:
-            self.audit.outcome(caller, "upload", exc.code, started, size=expected_size)
-            raise
-        self.audit.outcome(caller, "upload", "ok", started, artifact=artifact)
-        return artifact
-
-    async def publish(
-        self,
-        caller: Caller,
-        blob: BlobInfo,
-        *,
-        name: str,
-        declared_mime: str | None,
-        expires_at: datetime | None,
-        metadata: dict[str, Any],
-        pinned: bool = False,
-        completion: CompletionClaim | None = None,
-        head: bytes | None = None,
-    ) -> Artifact:
-        """Commit the row for a verified, published generation; drop the generation if deduplicated.
-
-        ``head`` is the blob's first bytes (up to ``PROBE_BYTES``) when the caller kept them on the way in;
-        otherwise they are read back from the blob store for the MIME sniffing.
-
-        The namespace quota is checked again inside the commit's transaction, atomically with it; with
-        ``completion``, the same transaction completes that upload (``MetadataRepository.commit_artifact``).
-
-        A blob the store did not keep (its key ``NOT_KEPT``: a live blob held the content when it arrived) is
-        committed onto that live blob; should it have been collected since, the bytes (then all in ``head``)
-        are kept after all and committed as new content.
-        """
-        kept = blob.key != NOT_KEPT
-        try:
-            await self.check_quota(caller.namespace, blob.size)
-            if head is None:
-                head = await self._head(blob)
-            mime = resolve_mime(declared_mime, name, head)
-            media = probe(mime, head)
-            if self.media_prober is not None:
-                media = {**media, **await self.media_prober(mime, blob, head, expires_at)}
-            new = NewArtifact(
-                id=new_artifact_id(),
-                namespace=caller.namespace,
-                name=name,
-                mime_type=mime,
-                created_at=self.clock(),
-                expires_at=expires_at,
-                pinned=pinned,
-                metadata=metadata,
-                media=media,
-            )
-            commit = functools.partial(
-                self.repo.commit_artifact,
-                artifact=new,
-                quota=self.settings.namespace_quota_bytes,
-                completion=completion,
-            )
-            try:
-                result = await commit(blob=blob, now=self.clock(), dedup_only=not kept)
-            except ContentNotLive:
-                blob = await self._keep(blob, head)
-                kept = True
-                result = await commit(blob=blob, now=self.clock())
-        except BaseException:
-            # Nothing references this generation: remove it now rather than leave it to the orphan sweep.
-            if kept:
-                await self.blobs.delete(blob.key)
-            raise
-        metrics.COMPLETIONS.labels("true" if result.deduplicated else "false").inc()
-        if result.deduplicated and kept:
-            await self.blobs.delete(blob.key)
-        await self.events.emit(ArtifactEvent(ArtifactChange.CREATED, result.artifact.id, caller.namespace))
-        return result.artifact
-
-    def _present_content(self) -> Present | None:
-        """For ``put``: whether a live blob holds a short body's content already (looked up on the worker
-        thread that hashed it). Only bodies that :func:`_keeping_head` keeps whole qualify, so that the bytes
-        are still at hand should that blob be collected before the commit; only where the lookup is a plain
-        blocking read (a SQLite file)."""
-        if not self.repo.blocking_reads:
-            return None
-        repo = self.repo
-
-        def present(digest: StreamDigest) -> bool:
-            return digest.size <= PROBE_BYTES and repo.live_content_blocking(digest.sha256, digest.size)
-
-        return present
-
-    async def _keep(self, blob: BlobInfo, content: bytes | None) -> BlobInfo:
-        """Store the bytes of a blob that ``put`` did not keep, checked against its digest."""
-        if content is None or len(content) != blob.size:
-            raise AssertionError("a blob that was not kept must come with its whole content")
-        return await self.blobs.put(_once(content), expected_size=blob.size, expected_sha256=blob.sha256)
-
-    async def _head(self, blob: BlobInfo) -> bytes:
-        parts: list[bytes] = []
-        async for piece in self.blobs.read(blob, 0, min(blob.size, PROBE_BYTES)):
-            parts.append(piece)
-        return b"".join(parts)
+        return await self.publisher.create_artifact(
+            caller,
+            data,
+            name=name,
+            mime_type=mime_type,
+            ttl_seconds=ttl_seconds,
+            metadata=metadata,
+            expected_size=expected_size,
+            expected_sha256=expected_sha256,
+            pinned=pinned,
+        )
 
     # -- reading --------------------------------------------------------------------------------------------
 
     async def get_artifact(self, caller: Caller, artifact_id: str) -> Artifact:
-        found = await self.repo.get_artifact(caller.namespace, check_id(artifact_id), now=self.clock())
+        found = await self.repo.get_artifact(caller.namespace, check_id(artifact_id), now=self._clock())
         if found is None:
             raise NotFound()
         return found
@@ -347,7 +168,7 @@ class ArtifactService:
     async def open_artifact(self, caller: Caller, artifact_id: str) -> tuple[Artifact, BlobInfo]:
         """The artifact and the blob to stream it from; NotFound for missing, expired and foreign ids."""
         found = await self.repo.get_artifact_with_blob(
-            caller.namespace, check_id(artifact_id), now=self.clock()
+            caller.namespace, check_id(artifact_id), now=self._clock()
         )
         if found is None:
             raise NotFound()
@@ -366,7 +187,7 @@ class ArtifactService:
         wait is done again on the thread). NotFound for missing, expired and foreign ids.
         """
         artifact_id = check_id(artifact_id)
-        now = self.clock()
+        now = self._clock()
         blobs = self._blocking_blobs()
         if blobs is not None and self.repo.blocking_reads:
             namespace = caller.namespace
@@ -469,7 +290,7 @@ class ArtifactService:
             raise InvalidRequest("limit must be between 1 and 1000")
         after = decode_cursor(cursor) if cursor is not None else None
         items = await self.repo.list_artifacts(
-            caller.namespace, now=self.clock(), limit=limit + 1, after=after
+            caller.namespace, now=self._clock(), limit=limit + 1, after=after
         )
         more = len(items) > limit
         items = items[:limit]
@@ -491,7 +312,7 @@ class ArtifactService:
     async def update_artifact(
         self, caller: Caller, artifact_id: str, *, ttl_seconds: int | None = UNSET, pinned: bool = UNSET
     ) -> Artifact:
-        now = self.clock()
+        now = self._clock()
         changes: dict[str, Any] = {}
         if ttl_seconds is not UNSET:
             changes["expires_at"] = None if ttl_seconds is None else self.expiry_for(ttl_seconds, now)
@@ -528,15 +349,3 @@ def _read_range_at_once(
         start, end = span
         data = read(record.info, start, end - start)
     return RangeRead(artifact, record.info, plan, data)
-
-
-async def _once(content: bytes) -> AsyncIterator[bytes]:
-    yield content
-
-
-async def _keeping_head(data: AsyncIterable[bytes], head: bytearray) -> AsyncIterator[bytes]:
-    """``data`` unchanged, its first ``PROBE_BYTES`` copied into ``head`` as they pass (for sniffing)."""
-    async for piece in data:
-        if len(head) < PROBE_BYTES:
-            head += piece[: PROBE_BYTES - len(head)]
-        yield piece

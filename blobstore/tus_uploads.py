@@ -10,8 +10,8 @@ the tail) and ignored, so the offset never counts a byte twice.
 
 Tail writes are a compare-and-set on the end of the tail that was read, so of two PATCHes at the same offset
 only one wins. Within one process, requests for one upload also take turns, and a newer PATCH or DELETE
-preempts the one holding the upload (like tusd): the older request stops reading its body, keeps what it
-received and ends.
+preempts the one holding the upload (like tusd; :mod:`blobstore.upload_locks`): the older request stops
+reading its body, keeps what it received and ends.
 
 An interrupted PATCH keeps what it received (tus: "The Server SHOULD always attempt to store as much of the
 received data as possible"): full chunks already staged, plus the bytes read since, written before the request
@@ -21,21 +21,18 @@ only a verified body is staged, because a staged chunk cannot be taken back.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import logging
-import tempfile
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
-from dataclasses import dataclass, field
-from typing import IO, Any
+from dataclasses import dataclass
+from typing import Any
 
 import anyio
 
+from blobstore.checksum_spool import BodyChecksum, ChecksumSpool
 from blobstore.clock import Clock
 from blobstore.config import Settings
 from blobstore.errors import (
     BlobstoreError,
-    ChecksumMismatch,
     Conflict,
     NotFound,
     TooLarge,
@@ -43,12 +40,12 @@ from blobstore.errors import (
 )
 from blobstore.models import Artifact, Caller, ChunkRecord, UploadSession, UploadState, UploadTail
 from blobstore.records import TailRecords
+from blobstore.upload_locks import UploadLocks
 from blobstore.upload_sessions import UploadManager, check_not_expired
 
 logger = logging.getLogger("blobstore.tus")
 
 TUS_PROTOCOL = "tus"
-SPOOL_READ_SIZE = 256 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,53 +91,11 @@ def measure(session: UploadSession, chunks: Sequence[ChunkRecord], tail: UploadT
     return TusProgress(session, staged + len(data), full, data, tail_end)
 
 
-@dataclass(slots=True)
-class _Holder:
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    released: anyio.Event = field(default_factory=anyio.Event)
-
-
-class UploadLocks:
-    """One writing request per upload at a time in this process; a newer one preempts the holder.
-
-    A client that lost its connection reconnects and PATCHes again while the server may still be waiting on
-    the old body: preempting (as tusd does) lets the new request in at once instead of after a body timeout.
-    The holder is only ever cancelled while it waits for body bytes (its storage and metadata work is
-    shielded), and ends with ``conflict`` after keeping what it received.
-    """
-
-    def __init__(self) -> None:
-        self._holders: dict[str, _Holder] = {}
-
-    @contextlib.asynccontextmanager
-    async def hold(self, upload_id: str) -> AsyncIterator[None]:
-        while (current := self._holders.get(upload_id)) is not None:
-            current.scope.cancel()
-            await current.released.wait()
-        holder = _Holder()
-        self._holders[upload_id] = holder
-        try:
-            with holder.scope:
-                yield
-        finally:
-            del self._holders[upload_id]
-            holder.released.set()
-        if holder.scope.cancelled_caught:
-            raise Conflict("a newer request for this upload took over")
-
-
 @dataclass(frozen=True, slots=True)
 class Appended:
     progress: TusProgress
     artifact: Artifact | None
     """The completed upload's artifact once the last byte arrived."""
-
-
-@dataclass(frozen=True, slots=True)
-class BodyChecksum:
-    algorithm: str
-    """A :mod:`hashlib` name: ``sha1``, ``sha256``, ``sha512``."""
-    digest: bytes
 
 
 class TusUploads:
@@ -155,7 +110,7 @@ class TusUploads:
         self.locks = UploadLocks()
         self.chunk_size = min(max(settings.tus_chunk_size, settings.min_chunk_size), settings.max_chunk_size)
         self.max_size = min(settings.max_artifact_size, self.chunk_size * settings.max_chunks_per_upload)
-        self._spool_limiter = anyio.CapacityLimiter(settings.io_threads)
+        self.spool = ChecksumSpool(settings.io_threads)
 
     async def create(
         self,
@@ -214,7 +169,7 @@ class TusUploads:
                 if checksum is None:
                     await self._write(caller, progress, body, remaining)
                 else:
-                    async with self._verified(body, checksum, remaining) as verified:
+                    async with self.spool.verified(body, checksum, remaining) as verified:
                         await self._write(caller, progress, verified, remaining)
                 progress = await self.progress(caller, upload_id)
             artifact = await self.finish(caller, progress) if progress.received_all else None
@@ -302,43 +257,6 @@ class TusUploads:
 
     async def _stage(self, caller: Caller, session: UploadSession, start: int, data: bytes) -> None:
         await self.uploads.put_chunk(caller, session.id, start // session.chunk_size, _once(data))
-
-    # -- checksummed bodies ---------------------------------------------------------------------------------
-
-    @contextlib.asynccontextmanager
-    async def _verified(
-        self, body: AsyncIterable[bytes], checksum: BodyChecksum, limit: int
-    ) -> AsyncIterator[AsyncIterable[bytes]]:
-        """The body, replayed from a temporary file once its checksum matched; memory stays flat."""
-        spool: IO[bytes] = await anyio.to_thread.run_sync(tempfile.TemporaryFile, limiter=self._spool_limiter)
-        try:
-            hasher = hashlib.new(checksum.algorithm)
-            size = 0
-            async for piece in body:
-                size += len(piece)
-                if size > limit:
-                    raise TooLarge("the body runs past Upload-Length", max_size=limit)
-                await anyio.to_thread.run_sync(
-                    _write_hashed, spool, hasher, piece, limiter=self._spool_limiter
-                )
-            if hasher.digest() != checksum.digest:
-                raise ChecksumMismatch(algorithm=checksum.algorithm)
-            await anyio.to_thread.run_sync(spool.seek, 0, limiter=self._spool_limiter)
-            yield self._replay(spool)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(spool.close, limiter=self._spool_limiter)
-
-    async def _replay(self, spool: IO[bytes]) -> AsyncIterator[bytes]:
-        while piece := await anyio.to_thread.run_sync(
-            spool.read, SPOOL_READ_SIZE, limiter=self._spool_limiter
-        ):
-            yield piece
-
-
-def _write_hashed(spool: IO[bytes], hasher: Any, piece: bytes) -> None:
-    hasher.update(piece)
-    spool.write(piece)
 
 
 async def _once(data: bytes) -> AsyncIterator[bytes]:

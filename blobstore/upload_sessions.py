@@ -1,11 +1,11 @@
 """The chunked-upload state machine: ``open → completing → completed | aborted | expired``.
 
-Chunk ``i`` covers bytes ``[i*chunk_size, (i+1)*chunk_size)``; only the last may be shorter. Chunks arrive
-in any order, in parallel, at any replica: the staging area lives in the blob store and the bookkeeping in the
-metadata, never in process memory. Completion is a compare-and-set from ``open`` to ``completing``, so exactly
-one caller joins the chunks; a second ``complete`` returns the same artifact.
+Chunks (:mod:`blobstore.chunk_plan`) arrive in any order, in parallel, at any replica: the staging area lives
+in the blob store and the bookkeeping in the metadata, never in process memory. Completion is a
+compare-and-set from ``open`` to ``completing``, so exactly one caller joins the chunks; a second
+``complete`` returns the same artifact.
 
-The completer holds a *completion lease* (owner id and expiry in the upload row) and renews it while it joins.
+The completer holds a *completion lease* (:mod:`blobstore.completion_leases`) and renews it while it joins.
 A completion whose lease ran out belongs to a process that died: the next request that looks at the upload
 (complete, status, a chunk, abort, a tus ``HEAD`` or ``PATCH``) or the next cleanup run moves it back to
 ``open``, and a ``complete`` then joins the chunks again. A server that holds the data-directory lock (SQLite)
@@ -17,10 +17,8 @@ the committer's, so a completer that lost its lease cannot add a second artifact
 from __future__ import annotations
 
 import logging
-import secrets
 import time
 from collections.abc import AsyncIterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -28,7 +26,9 @@ import anyio
 
 from blobstore import direct_uploads
 from blobstore.audit import AuditLog
+from blobstore.chunk_plan import plan_for
 from blobstore.clock import Clock
+from blobstore.completion_leases import CompletionLeases
 from blobstore.config import Settings
 from blobstore.digests import normalize_sha256
 from blobstore.errors import (
@@ -42,10 +42,8 @@ from blobstore.errors import (
     LimitExceeded,
     NotFound,
     QuotaExceeded,
-    SizeMismatch,
     TooLarge,
     TooManyUploads,
-    UploadIncomplete,
     UploadNotOpen,
 )
 from blobstore.ids import check_id, new_upload_id
@@ -69,59 +67,6 @@ logger = logging.getLogger("blobstore.uploads")
 COMPLETION_WAIT_SECONDS = 120.0
 """How long a ``complete`` waits for another request's running completion before answering ``conflict``."""
 COMPLETION_POLL_SECONDS = 0.1
-LOCK_HOLDER = "L"
-"""Owner-id prefix of completions started by a process holding the data-directory lock."""
-
-
-@dataclass(frozen=True, slots=True)
-class ChunkPlan:
-    """What the session's declared size says about the chunks."""
-
-    chunk_size: int
-    size: int | None
-
-    @property
-    def count(self) -> int | None:
-        if self.size is None:
-            return None
-        return max(1, -(-self.size // self.chunk_size)) if self.size else 0
-
-    def expected_length(self, index: int) -> int | None:
-        """Exact length of chunk ``index`` when the size is known (None: at most ``chunk_size``)."""
-        if self.size is None:
-            return None
-        count = self.count or 0
-        if index >= count:
-            raise ChunkIndexOutOfRange(index=index, chunks=count)
-        return min(self.chunk_size, self.size - index * self.chunk_size)
-
-    def missing(self, have: set[int]) -> list[int] | None:
-        if self.size is None:
-            if not have:
-                return None
-            return [i for i in range(max(have)) if i not in have]
-        return [i for i in range(self.count or 0) if i not in have]
-
-    def check_complete(self, chunks: list[ChunkRecord]) -> int:
-        """Verify the chunks tile ``[0, size)`` exactly; return the total size."""
-        have = {chunk.index for chunk in chunks}
-        missing = self.missing(have)
-        if missing:
-            raise UploadIncomplete(missing=missing[:100], missing_count=len(missing))
-        for position, chunk in enumerate(sorted(chunks, key=lambda c: c.index)):
-            if chunk.index != position:
-                raise UploadIncomplete(missing=[position], missing_count=1)
-            is_last = position == len(chunks) - 1
-            if not is_last and chunk.size != self.chunk_size:
-                raise InvalidRequest("only the last chunk may be shorter than chunk_size", index=chunk.index)
-        total = sum(chunk.size for chunk in chunks)
-        if self.size is not None and total != self.size:
-            raise SizeMismatch(expected=self.size, received=total)
-        return total
-
-
-def plan_for(session: UploadSession) -> ChunkPlan:
-    return ChunkPlan(session.chunk_size, session.declared_size)
 
 
 def check_not_expired(session: UploadSession, now: datetime) -> None:
@@ -164,7 +109,7 @@ class UploadManager:
         audit: AuditLog,
         clock: Clock,
         publisher: ArtifactPublisher,
-        sole_server: bool = False,
+        leases: CompletionLeases,
     ) -> None:
         self.settings = settings
         self.repo = repo
@@ -172,10 +117,7 @@ class UploadManager:
         self.audit = audit
         self.clock = clock
         self.publisher = publisher
-        self.sole_server = sole_server
-        """True when this process holds the data-directory lock: no other server uses this database."""
-        self.instance = secrets.token_hex(8)
-        """This process's part of every completion owner id it writes."""
+        self.leases = leases
 
     # -- begin ---------------------------------------------------------------------------------------------
 
@@ -274,73 +216,11 @@ class UploadManager:
         session = await self.repo.get_upload(caller.namespace, check_id(upload_id))
         if session is None:
             raise NotFound()
-        if session.state is UploadState.COMPLETING and await self.recover(session, actor=caller.actor):
+        if session.state is UploadState.COMPLETING and await self.leases.recover(session, actor=caller.actor):
             session = await self.repo.get_upload(caller.namespace, session.id)
             if session is None:
                 raise NotFound()
         return session
-
-    # -- completion leases ---------------------------------------------------------------------------------
-
-    @property
-    def lease(self) -> timedelta:
-        return timedelta(seconds=self.settings.completion_lease_seconds)
-
-    def _new_owner(self) -> str:
-        kind = LOCK_HOLDER if self.sole_server else "P"
-        return f"{kind}:{self.instance}:{secrets.token_hex(6)}"
-
-    def _owner_is_dead(self, owner: str | None) -> bool:
-        """True when ``owner`` is known dead without its lease running out: it held the data-directory lock
-        as another process, and this process holds that lock now."""
-        if owner is None or not self.sole_server:
-            return False
-        kind, _, rest = owner.partition(":")
-        return kind == LOCK_HOLDER and rest.partition(":")[0] != self.instance
-
-    def abandoned(self, session: UploadSession, now: datetime) -> bool:
-        """Whether ``session`` is ``completing`` under a completer that is gone."""
-        if session.state is not UploadState.COMPLETING:
-            return False
-        lease_until = session.completion_lease_until
-        return lease_until is None or lease_until <= now or self._owner_is_dead(session.completion_owner)
-
-    async def recover(self, session: UploadSession, *, actor: str) -> bool:
-        """Roll an abandoned completion of ``session`` back to ``open``; True when this call did.
-
-        The compare-and-set re-checks the owner (and, unless the owner is known dead, the expiry) in the
-        statement that writes, so a live completer that renewed its lease meanwhile keeps it.
-        """
-        now = self.clock()
-        if not self.abandoned(session, now):
-            return False
-        released = await self.repo.release_completion(
-            session.id,
-            owner=session.completion_owner,
-            now=now,
-            expired_only=not self._owner_is_dead(session.completion_owner),
-        )
-        if released:
-            logger.warning("an abandoned completion went back to open (its completer stopped renewing)")
-            self.audit.record(
-                actor=actor, namespace=session.namespace, action="complete_recover", result="ok"
-            )
-        return released
-
-    async def _keep_lease(self, upload_id: str, owner: str) -> None:
-        """Renew ``owner``'s completion lease every quarter lease until cancelled or the lease is gone."""
-        while True:
-            await anyio.sleep(self.lease.total_seconds() / 4)
-            try:
-                kept = await self.repo.renew_completion(
-                    upload_id, owner=owner, lease_until=self.clock() + self.lease
-                )
-            except Exception as exc:  # a database hiccup: the next beat tries again
-                logger.warning("could not renew a completion lease: %s", type(exc).__name__)
-                continue
-            if not kept:
-                # Taken over; the commit will find out (CompletionLost) and nothing is committed twice.
-                return
 
     async def open_session(self, caller: Caller, upload_id: str) -> UploadSession:
         session = await self.get(caller, upload_id)
@@ -443,11 +323,8 @@ class UploadManager:
             check_not_expired(session, self.clock())
             if session.state is not UploadState.OPEN:
                 raise UploadNotOpen(f"upload is {session.state.value}", state=session.state.value)
-            owner = self._new_owner()
-            now = self.clock()
-            if not await self.repo.begin_completion(
-                session.id, owner=owner, lease_until=now + self.lease, now=now
-            ):
+            owner = await self.leases.begin(session.id)
+            if owner is None:
                 continue  # another request won the compare-and-set: look again
             try:
                 artifact = await self._complete_as(
@@ -474,7 +351,7 @@ class UploadManager:
             failure: BaseException | None = None
             artifact: Artifact | None = None
             async with anyio.create_task_group() as group:
-                group.start_soon(self._keep_lease, session.id, owner)
+                group.start_soon(self.leases.keep, session.id, owner)
                 try:
                     claim = CompletionClaim(session.id, owner)
                     artifact = await self._join(caller, session, sha256, progress, claim, part_etags)
@@ -487,9 +364,7 @@ class UploadManager:
             return artifact
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
-                await self.repo.release_completion(
-                    session.id, owner=owner, now=self.clock(), expired_only=False
-                )
+                await self.leases.release(session.id, owner)
             if not isinstance(exc, CompletionLost):
                 code = exc.code if isinstance(exc, BlobstoreError) else "internal"
                 self.audit.record(

@@ -15,13 +15,14 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from blobstore.cleanup import STEPS, CleanupReport, Step, parse_steps, run_cleanup
+from blobstore.cleanup import run_cleanup
+from blobstore.cleanup_report import STEPS, CleanupReport, Step, parse_steps
 from blobstore.cli import main
 from blobstore.cli.common import data_dir_option, describe_error, echo_json, fail, run_or_fail, settings_from
 from blobstore.config import Settings
 from blobstore.errors import BlobstoreError
 from blobstore.metadata.migrate import current_revision, upgrade
-from blobstore.runtime import open_service, prepare_data_dir
+from blobstore.runtime import cleanup_parts, open_service, prepare_data_dir
 from blobstore.service import ArtifactService
 from blobstore.units import human_bytes
 from blobstore.verify import VerifyReport, verify_store
@@ -110,9 +111,9 @@ def cleanup_command(
 
     async def action(service: ArtifactService) -> CleanupReport:
         if not show_bar:
-            return await run_cleanup(service, steps=steps, dry_run=dry_run)
+            return await run_cleanup(cleanup_parts(service), steps=steps, dry_run=dry_run)
         with _TerminalProgress() as progress:
-            return await run_cleanup(service, steps=steps, dry_run=dry_run, progress=progress)
+            return await run_cleanup(cleanup_parts(service), steps=steps, dry_run=dry_run, progress=progress)
 
     report = _with_service(settings, action)
     if as_json:

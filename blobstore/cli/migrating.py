@@ -21,6 +21,12 @@ def migrate_child(variable: str) -> None:
     try:
         upgrade(os.environ[variable])
     except (BlobstoreError, OSError, SQLAlchemyError) as exc:
-        message = describe_error(exc).strip()
-        sys.stderr.write((message.splitlines()[0] if message else type(exc).__name__) + "\n")
-        sys.exit(1)
+        fail_with(describe_error(exc))
+    except Exception as exc:  # anything else (a broken install, say) is still one line, not a traceback
+        fail_with(f"{type(exc).__name__}: {exc}")
+
+
+def fail_with(message: str) -> None:
+    lines = message.strip().splitlines()
+    sys.stderr.write((lines[0] if lines else "the migration failed") + "\n")
+    sys.exit(1)

@@ -51,11 +51,13 @@ async def run_proxy(
 ) -> int:
     from blobstore.runtime import open_service
     from mcp_resources.embed import EmbeddedStore
+    from mcp_resources.proxy.contracts import ResultOffloader
+    from mcp_resources.proxy.http_upstream import HttpUpstream
     from mcp_resources.proxy.local import LocalStore
     from mcp_resources.proxy.offload import Offloader
-    from mcp_resources.proxy.relay import Relay, ResultOffloader
+    from mcp_resources.proxy.relay import Relay
     from mcp_resources.proxy.rules import load_rules
-    from mcp_resources.proxy.transport import HostStdio, HttpUpstream, StdioUpstream, Upstream
+    from mcp_resources.proxy.transport import HostStdio, StdioUpstream, Upstream
 
     rules = load_rules(settings, profile=profile, config_path=offload_config, read_tool_hint=read_tool)
     # A server, like `blobstore mcp`: it brings the schema up to date before it serves.

@@ -16,7 +16,7 @@ import importlib.util
 import os
 import subprocess
 import sys
-from typing import Final
+from typing import Any, Final
 
 import anyio
 import click
@@ -86,6 +86,24 @@ def settings_environment(settings: Settings) -> dict[str, str]:
     return env
 
 
+APP_FACTORY: Final = "blobstore.asgi:app_from_env"
+
+
+def load_app_from_env(target: str) -> Any:
+    """granian's loader for ``target``, without the working directory put first on the import path.
+
+    granian's own loader inserts the working directory at the front of ``sys.path`` before it imports the
+    target, so ``serve`` started from a checkout of the project would run the checkout's ``blobstore/``
+    instead of the installed package (which holds ``blobstore.migrations``, the checkout does not).
+    The worker is forked from this process and already holds the installed modules; this imports them.
+    """
+    if target != APP_FACTORY:
+        raise ValueError(f"unexpected granian target {target!r}")
+    from blobstore.asgi import app_from_env
+
+    return app_from_env()
+
+
 def _run_granian(settings: Settings) -> None:
     from granian.constants import Interfaces
     from granian.log import LogLevels
@@ -95,19 +113,24 @@ def _run_granian(settings: Settings) -> None:
     # given as flags travel there as BLOBSTORE_* variables. One worker: SQLite mode allows one process.
     os.environ.update(settings_environment(settings))
     Server(
-        "blobstore.asgi:app_from_env",
+        APP_FACTORY,
         address=settings.host,
         port=settings.port,
         interface=Interfaces.ASGI,
         workers=1,
-        factory=True,
         log_level=LogLevels(settings.log_level),
         log_access=False,
-    ).serve()
+    ).serve(target_loader=load_app_from_env)
 
 
 def first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
+
+
+def last_line(text: str) -> str:
+    """The line a failing child ends its stderr with: its one-line error, or a traceback's exception."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else text
 
 
 MIGRATE_URL_VARIABLE: Final = "BLOBSTORE_MIGRATE_DATABASE_URL"
@@ -127,9 +150,11 @@ def migrate_apart(settings: Settings) -> None:
     code = f"from blobstore.cli.migrating import migrate_child; migrate_child({MIGRATE_URL_VARIABLE!r})"
     # Through the environment, not argv: the URL may hold a password.
     env = {**os.environ, MIGRATE_URL_VARIABLE: url}
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    # -P: ``python -c`` would put the working directory first on the import path, and a checkout of the
+    # project there would shadow the installed package (the checkout has no ``blobstore.migrations``).
+    result = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True)
     if result.returncode != 0:
-        fail(f"cannot migrate the metadata database: {first_line(result.stderr or 'the migration failed')}")
+        fail(f"cannot migrate the metadata database: {last_line(result.stderr or 'the migration failed')}")
 
 
 _RUNNERS: Final = {"uvicorn": _run_uvicorn, "hypercorn": _run_hypercorn, "granian": _run_granian}

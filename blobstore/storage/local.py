@@ -10,7 +10,8 @@ Layout under the root (directories 0700, files 0600, set explicitly whatever the
     staging/<upload_id>/sealed          the same file once a completion took it over
 
 (``blobstore.storage.local_inplace`` explains the staging layout; an area made before it, one file per
-chunk as ``staging/<upload_id>/<index>``, is still completed or aborted as it was written.)
+chunk as ``staging/<upload_id>/<index>``, is still completed or aborted as it was written.
+``blobstore.storage.local_files`` holds the file work the store and its in-place staging share.)
 
 A write goes to an ``O_EXCL`` temp file in ``tmp/`` (same file system), is hashed while written, ``fsync``-ed,
 published with a no-clobber hard link and made durable by ``fsync`` of the directory. A failed ``fsync`` fails
@@ -31,18 +32,16 @@ import functools
 import os
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 import anyio
-import anyio.to_thread
 
 from blobstore.digests import ChunkHasher, HashingWriter, StagedCheck, StreamDigest
 from blobstore.diskspace import check_free
 from blobstore.errors import (
     ChunkConflict,
-    Conflict,
     InvalidRequest,
     NotFound,
     StorageUnavailable,
@@ -54,16 +53,17 @@ from blobstore.nowait import WouldBlock
 from blobstore.storage.base import DEFAULT_BLOCK_SIZE, NOT_KEPT, Present
 from blobstore.storage.dir_sync import DirectorySync
 from blobstore.storage.integrity import block_length, read_verified, read_verified_blocking
+from blobstore.storage.io_errors import mapped_os_errors, without_path
 from blobstore.storage.join_ahead import JoinAheadTable
-from blobstore.storage.keys import (
-    BLOB_DIR,
-    generation_key,
-    is_generation_key,
-    random_suffix,
-    validate_key,
-    validate_staging_ref,
+from blobstore.storage.keys import BLOB_DIR, is_generation_key, validate_key, validate_staging_ref
+from blobstore.storage.local_files import TEMP_SUFFIX, LocalFiles, TempFile, mtime, write_all
+from blobstore.storage.local_inplace import (
+    InPlaceChunkSink,
+    InPlaceCommitSink,
+    InPlaceStaging,
+    create_area,
+    is_inplace_area,
 )
-from blobstore.storage.local_inplace import InPlaceChunkSink, InPlaceCommitSink, create_area, is_inplace_area
 from blobstore.storage.staging import check_staged
 from blobstore.storage.verified_blocks import VerifiedBlocks, file_identity
 from blobstore.storage.writes import BlobSink, ChunkSink, CommitSink, StagedWrites, blob_info
@@ -72,34 +72,9 @@ T = TypeVar("T")
 _Pread = Callable[[int, int, int], bytes]
 """``(fd, length, offset)`` to the bytes there: a plain read, or one from the page cache alone."""
 
-DIR_MODE = 0o700
-FILE_MODE = 0o600
-TEMP_DIR = "tmp"
-STAGING_DIR = "staging"
-TEMP_SUFFIX = ".part"
 _COPY_PIECE = 1024 * 1024
 _JOIN_PIECE = 4 * 1024 * 1024
 """Read size when a commit joins staged chunks: fewer system calls and hash calls per byte than 1 MiB."""
-_PUBLISH_ATTEMPTS = 3
-_FANOUT_FIRST = 256
-_FANOUT_DIRS = 256 * 256
-"""Second-level fan-out directories ``blobs/<ab>/<cd>``: too many (and 4 KiB each on ext4) to create ahead."""
-
-
-def without_path(exc: OSError) -> OSError:
-    """The same error for the cause chain, without the file name (it contains the digest)."""
-    return OSError(exc.errno, exc.strerror)
-
-
-def _mtime(stat: os.stat_result) -> datetime:
-    return datetime.fromtimestamp(stat.st_mtime, UTC)
-
-
-def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
 
 
 def _pread_full(fd: int, length: int, offset: int) -> bytes:
@@ -178,49 +153,6 @@ class _CheckedFile:
         return self._pread(self._fd, length, offset)
 
 
-class _TempFile:
-    """An ``O_EXCL`` temp file in ``tmp/``; ``discard`` is idempotent and safe after a publish.
-
-    The writer holds an exclusive ``flock`` on it until it is discarded, and the kernel drops that lock when
-    the process dies: the temp sweep removes only files nobody holds (:meth:`LocalBlobStore.sweep_temp`).
-    """
-
-    def __init__(self, directory: Path) -> None:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        while True:
-            self.path = directory / f"{random_suffix()}{TEMP_SUFFIX}"
-            fd = os.open(self.path, flags, FILE_MODE)
-            try:
-                os.fchmod(fd, FILE_MODE)
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                if os.fstat(fd).st_nlink > 0:
-                    break
-            except BaseException:
-                os.close(fd)
-                raise
-            # A sweep removed the file between its creation and the lock: take another name.
-            os.close(fd)
-        self.fd: int | None = fd
-        self.removed = False
-
-    def fileno(self) -> int:
-        if self.fd is None:
-            raise StorageUnavailable()
-        return self.fd
-
-    def close(self) -> None:
-        if self.fd is not None:
-            fd, self.fd = self.fd, None
-            os.close(fd)
-
-    def discard(self) -> None:
-        try:
-            self.close()
-        finally:
-            self.path.unlink(missing_ok=True)
-            self.removed = True
-
-
 class LocalBlobStore(StagedWrites):
     kind = "local"
 
@@ -241,57 +173,15 @@ class LocalBlobStore(StagedWrites):
         # The read path joins it with each key as text: a pathlib join is a few % of a small range read.
         self._root_prefix = f"{root}/"
         self.block_size = block_size
-        self._limiter = anyio.CapacityLimiter(io_threads)
-        self._tmp = root / TEMP_DIR
-        self._staging = root / STAGING_DIR
-        self._directories = directory_sync or DirectorySync()
+        self._files = LocalFiles(root, io_threads=io_threads, directory_sync=directory_sync)
+        self._run = self._files.run
+        self._tmp = self._files.tmp
+        self._staging = self._files.staging
         self.joins_ahead = JoinAheadTable()
+        self._inplace = InPlaceStaging(self._files, self.joins_ahead, block_size)
         self.verified_blocks = VerifiedBlocks(verified_block_seconds)
-        # One byte per second-level fan-out directory: set once it exists and its entry is durable.
-        self._fanout_ready = bytearray(_FANOUT_DIRS)
-        try:
-            self._prepare_root()
-        except OSError as exc:
-            raise from_os_error(exc) from without_path(exc)
-
-    def _prepare_root(self) -> None:
-        self.root.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-        os.chmod(self.root, DIR_MODE)
-        for name in (BLOB_DIR, TEMP_DIR, STAGING_DIR):
-            self._make_dir(self.root / name)
-        # The first fan-out level, once: a data directory from before gets the missing ones here. One fsync
-        # of blobs/ covers them all, those an earlier process created and may not have synced included.
-        blob_dir = self.root / BLOB_DIR
-        for first in range(_FANOUT_FIRST):
-            self._create_dir(blob_dir / f"{first:02x}")
-        self._directories.sync(blob_dir)
-
-    @staticmethod
-    def _create_dir(path: Path) -> bool:
-        """``mkdir`` 0700 whatever the umask; False when it exists."""
-        try:
-            os.mkdir(path, DIR_MODE)
-        except FileExistsError:
-            return False
-        os.chmod(path, DIR_MODE)
-        return True
-
-    def _make_dir(self, path: Path, *, sync_existing: bool = False) -> None:
-        """Create one directory 0700 and make its entry durable; an existing one is left as it is, and its
-        entry synced only with ``sync_existing`` (whoever created it may not have synced it yet)."""
-        if self._create_dir(path) or sync_existing:
-            self._directories.sync(path.parent)
-
-    def _make_fanout(self, directory: Path) -> None:
-        """``blobs/<ab>/<cd>`` exists and its entry, and its parent's, are durable."""
-        self._make_dir(directory.parent)
-        self._make_dir(directory, sync_existing=True)
-
-    async def _run(self, func: Callable[..., T], *args: Any) -> T:
-        try:
-            return await anyio.to_thread.run_sync(func, *args, limiter=self._limiter)
-        except OSError as exc:
-            raise from_os_error(exc) from without_path(exc)
+        with mapped_os_errors():
+            self._files.prepare_root()
 
     # -- writes ---------------------------------------------------------------------------------------------
 
@@ -303,13 +193,13 @@ class LocalBlobStore(StagedWrites):
     ) -> CommitSink:
         area = self._area(staging_ref)
         if await self._run(is_inplace_area, area):
-            commit = InPlaceCommitSink(self, area)
+            commit = InPlaceCommitSink(self._inplace, area)
             await _opening(commit, commit.open)
             return commit
         return await self._staging_sink(staging_ref)
 
     async def _chunk_sink(self, staging_ref: str, index: int) -> ChunkSink:
-        chunk = InPlaceChunkSink(self, self._area(staging_ref), index)
+        chunk = InPlaceChunkSink(self._inplace, self._area(staging_ref), index)
         started = await _opening(chunk, functools.partial(self._run, chunk.start))
         if started is None:
             return await self._staging_sink(staging_ref)
@@ -320,43 +210,12 @@ class LocalBlobStore(StagedWrites):
     async def _staging_sink(self, staging_ref: str) -> _StagingSink:
         area = self._area(staging_ref)
         await self._require_area(area)
-        return _StagingSink(self, await self._run(_TempFile, self._tmp), area)
+        return _StagingSink(self, await self._run(TempFile, self._tmp), area)
 
-    def _publish_blob(self, temp: _TempFile, sha256: str) -> str:
+    def _publish_blob(self, temp: TempFile, sha256: str) -> str:
         # The file stays open, and so locked against the temp sweep, until it is linked and discarded.
         os.fsync(temp.fileno())
-        missing: FileNotFoundError | None = None
-        for _ in range(_PUBLISH_ATTEMPTS):
-            key = generation_key(sha256)
-            final = self.root / key
-            fanout = int(sha256[:4], 16)
-            if not self._fanout_ready[fanout]:
-                self._make_fanout(final.parent)
-                self._fanout_ready[fanout] = 1
-            try:
-                if self._link_durably(temp.path, final):
-                    return key
-            except FileNotFoundError as exc:
-                # The fan-out directory was removed behind the store's back: create it again.
-                self._fanout_ready[fanout] = 0
-                missing = exc
-        if missing is not None:
-            raise missing
-        # Random 128-bit suffixes never collide in practice; a clash means something else writes here.
-        raise Conflict()
-
-    def _link_durably(self, source: Path, target: Path) -> bool:
-        """No-clobber publish; False when ``target`` exists. A failed directory fsync unpublishes."""
-        try:
-            os.link(source, target)
-        except FileExistsError:
-            return False
-        try:
-            self._directories.sync(target.parent)
-        except OSError:
-            target.unlink(missing_ok=True)
-            raise
-        return True
+        return self._files.publish(temp.path, sha256)
 
     # -- reads ----------------------------------------------------------------------------------------------
 
@@ -394,6 +253,7 @@ class LocalBlobStore(StagedWrites):
         return self._read_verified(blob, offset, length, _pread_cached)
 
     def _read_verified(self, blob: BlobInfo, offset: int, length: int, pread: _Pread) -> bytes:
+        # No context manager on this path: it runs on the event loop for every cached range read.
         try:
             fd = _open_blob(self._root_prefix + validate_key(blob.key))
             try:
@@ -412,14 +272,7 @@ class LocalBlobStore(StagedWrites):
 
     async def delete(self, key: str) -> None:
         path = self.root / validate_key(key)
-        await self._run(self._unlink_durably, path)
-
-    def _unlink_durably(self, path: Path) -> None:
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            return
-        self._directories.sync(path.parent)
+        await self._run(self._files.unlink_durably, path)
 
     async def exists(self, key: str) -> bool:
         path = self.root / validate_key(key)
@@ -432,7 +285,7 @@ class LocalBlobStore(StagedWrites):
                 for name, stat in await self._run(self._list_files, blob_dir / first / second):
                     key = f"{BLOB_DIR}/{first}/{second}/{name}"
                     if is_generation_key(key):
-                        yield StoredObject(key, stat.st_size, _mtime(stat))
+                        yield StoredObject(key, stat.st_size, mtime(stat))
 
     @staticmethod
     def _list_dirs(path: Path) -> list[str]:
@@ -516,7 +369,7 @@ class LocalBlobStore(StagedWrites):
         return upload_id
 
     def _begin_area(self, area: Path, chunk_size: int) -> None:
-        self._make_dir(area)
+        self._files.make_dir(area)
         if not is_inplace_area(area):
             create_area(area, chunk_size)
 
@@ -524,10 +377,10 @@ class LocalBlobStore(StagedWrites):
         if not await self._run(area.is_dir):
             raise NotFound()
 
-    def _publish_chunk(self, temp: _TempFile, target: Path, receipt: ChunkReceipt) -> ChunkReceipt:
+    def _publish_chunk(self, temp: TempFile, target: Path, receipt: ChunkReceipt) -> ChunkReceipt:
         os.fsync(temp.fileno())
         try:
-            if self._link_durably(temp.path, target):
+            if self._files.link_durably(temp.path, target):
                 return receipt
         except FileNotFoundError:
             raise NotFound() from None  # the area was aborted while the chunk streamed in
@@ -567,7 +420,7 @@ class LocalBlobStore(StagedWrites):
                 continue  # not ours: staging refs are validated on the way in
             stat = await self._run(self._stat_or_none, area)
             if stat is not None:
-                yield StagingEntry(name, _mtime(stat))
+                yield StagingEntry(name, mtime(stat))
 
     @staticmethod
     def _stat_or_none(path: Path) -> os.stat_result | None:
@@ -587,13 +440,13 @@ async def _opening(sink: InPlaceChunkSink | InPlaceCommitSink, step: Callable[[]
         raise
 
 
-def _write_hashed(temp: _TempFile, data: bytearray, hasher: HashingWriter | ChunkHasher) -> None:
+def _write_hashed(temp: TempFile, data: bytearray, hasher: HashingWriter | ChunkHasher) -> None:
     hasher.update(data)
-    _write_all(temp.fileno(), data)
+    write_all(temp.fileno(), data)
 
 
 def _append_chunk(
-    temp: _TempFile, path: Path, receipt: ChunkReceipt, writer: HashingWriter, buffer: bytearray
+    temp: TempFile, path: Path, receipt: ChunkReceipt, writer: HashingWriter, buffer: bytearray
 ) -> None:
     """Append one staged chunk, hashed for the blob and checked against its receipt from the same reads."""
     try:
@@ -609,7 +462,7 @@ def _append_chunk(
                 piece = view[:length]
                 writer.update(piece)
                 check.update(piece)
-                _write_all(temp.fileno(), piece)
+                write_all(temp.fileno(), piece)
     finally:
         os.close(fd)
     check_staged(receipt, check.size, check.xxh3())
@@ -622,13 +475,13 @@ class _TempSink:
     it; a body that arrives in one batch is written, checked and published in a single call (one thread hop).
     """
 
-    def __init__(self, store: LocalBlobStore, temp: _TempFile | None = None) -> None:
+    def __init__(self, store: LocalBlobStore, temp: TempFile | None = None) -> None:
         self.store = store
         self._temp = temp
 
-    def _file(self) -> _TempFile:
+    def _file(self) -> TempFile:
         if self._temp is None:
-            self._temp = _TempFile(self.store._tmp)
+            self._temp = TempFile(self.store._tmp)
         return self._temp
 
     async def write(self, data: bytearray, hasher: HashingWriter | ChunkHasher) -> None:
@@ -659,7 +512,7 @@ class _TempSink:
         digest = writer.finish(expected_sha256=claimed_sha256)
         if present is not None and present(digest):
             return blob_info(NOT_KEPT, digest)
-        _write_all(self._file().fileno(), data)
+        write_all(self._file().fileno(), data)
         return blob_info(self._publish(digest.sha256), digest)
 
     def _publish(self, sha256: str) -> str:
@@ -677,7 +530,7 @@ class _TempSink:
 class _StagingSink(_TempSink):
     """A temp file in front of one staging area: the chunks a commit joins, or one chunk to keep there."""
 
-    def __init__(self, store: LocalBlobStore, temp: _TempFile, area: Path) -> None:
+    def __init__(self, store: LocalBlobStore, temp: TempFile, area: Path) -> None:
         super().__init__(store, temp)
         self.area = area
         self._join_buffer: bytearray | None = None

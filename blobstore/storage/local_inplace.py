@@ -37,28 +37,18 @@ import shutil
 import struct
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import anyio
 
 from blobstore.digests import ChunkHasher, HashingWriter, StagedCheck, StreamDigest
-from blobstore.errors import (
-    ChunkConflict,
-    ChunkSizeInvalid,
-    Conflict,
-    Corruption,
-    NotFound,
-    UploadIncomplete,
-)
+from blobstore.errors import ChunkConflict, ChunkSizeInvalid, Corruption, NotFound, UploadIncomplete
 from blobstore.models import ChunkReceipt
 from blobstore.storage.dir_sync import fsync_dir
-from blobstore.storage.join_ahead import JoinAhead
-from blobstore.storage.keys import generation_key
+from blobstore.storage.join_ahead import JoinAhead, JoinAheadTable
+from blobstore.storage.local_files import FILE_MODE, LocalFiles, open_new, pwrite_all
 from blobstore.storage.staging import check_staged
-
-if TYPE_CHECKING:
-    from blobstore.storage.local import LocalBlobStore
 
 RECEIPTS = "receipts"
 DATA = "data"
@@ -78,13 +68,20 @@ _WHOLE = (0, 0)
 _READ_PIECE = 4 * 1024 * 1024
 _FIRST_WAIT = 0.002
 _LONGEST_WAIT = 0.05
-_PUBLISH_ATTEMPTS = 3
-_FILE_MODE = 0o600
 _JOIN_PIECE = 1024 * 1024
 """The join's reads: small, since every worker thread's allocator keeps the largest buffer it has seen."""
 _JOIN_BUDGET = 64 * 1024 * 1024
 """Bytes one accepted chunk joins at most: a chunk 0 sent last (a resumed upload) must not answer only once
 the whole upload is hashed; the next writer, or the completion, goes on from there."""
+
+
+@dataclass(frozen=True, slots=True)
+class InPlaceStaging:
+    """What the in-place sinks of one store share: its files, and the joins ahead of its uploads."""
+
+    files: LocalFiles
+    joins: JoinAheadTable
+    block_size: int
 
 
 def record_range(index: int) -> tuple[int, int]:
@@ -112,20 +109,6 @@ async def _lock(fd: int, start: int, length: int) -> None:
         wait = min(wait * 2, _LONGEST_WAIT)
 
 
-def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view = view[written:]
-        offset += written
-
-
-def _open_new(path: Path, flags: int) -> int:
-    fd = os.open(path, flags | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE)
-    os.fchmod(fd, _FILE_MODE)
-    return fd
-
-
 def create_area(area: Path, chunk_size: int) -> None:
     """Create the files of a new staging area (the directory exists) and make them durable.
 
@@ -134,12 +117,12 @@ def create_area(area: Path, chunk_size: int) -> None:
     """
     data = area / DATA
     data.unlink(missing_ok=True)
-    os.close(_open_new(data, os.O_WRONLY))
+    os.close(open_new(data, os.O_WRONLY))
     part = area / f"{RECEIPTS}.part"
     part.unlink(missing_ok=True)
-    fd = _open_new(part, os.O_WRONLY)
+    fd = open_new(part, os.O_WRONLY)
     try:
-        _pwrite_all(fd, _HEADER.pack(_MAGIC, chunk_size), 0)
+        pwrite_all(fd, _HEADER.pack(_MAGIC, chunk_size), 0)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -184,7 +167,7 @@ def _write_record(fd: int, receipt: ChunkReceipt) -> None:
     sha256, xxh3 = bytes.fromhex(receipt.sha256), bytes.fromhex(receipt.xxh3)
     body = _RECORD.pack(_RECORD_MAGIC, receipt.size, sha256, xxh3, 0)[:-4]
     body += struct.pack("<I", zlib.crc32(body))
-    _pwrite_all(fd, body, record_range(receipt.index)[0])
+    pwrite_all(fd, body, record_range(receipt.index)[0])
     os.fsync(fd)
 
 
@@ -216,7 +199,7 @@ def _restore_data(area: Path) -> None:
     try:
         links = os.stat(sealed, follow_symlinks=False).st_nlink
     except FileNotFoundError:
-        os.close(_open_new(data, os.O_WRONLY))
+        os.close(open_new(data, os.O_WRONLY))
     else:
         if links == 1:
             os.rename(sealed, data)  # not published anywhere: writing it again harms nobody
@@ -225,7 +208,7 @@ def _restore_data(area: Path) -> None:
             part = area / _RESTORING
             part.unlink(missing_ok=True)
             shutil.copyfile(sealed, part, follow_symlinks=False)
-            os.chmod(part, _FILE_MODE)
+            os.chmod(part, FILE_MODE)
             fd = os.open(part, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
             try:
                 os.fsync(fd)
@@ -260,13 +243,13 @@ def _join_key(area: Path, receipts: int) -> tuple[str, int]:
     return str(area), os.fstat(receipts).st_ino
 
 
-def _join_ahead(store: LocalBlobStore, area: Path, receipts: int, data: int, chunk_size: int) -> None:
+def _join_ahead(staging: InPlaceStaging, area: Path, receipts: int, data: int, chunk_size: int) -> None:
     """Join the chunks that now continue the area's leading run of accepted chunks (see ``join_ahead``).
 
     One thread at a time extends a join; a writer that finds it busy leaves ``pending`` set and returns, and
     the busy one goes round again, so a chunk accepted meanwhile is not left out.
     """
-    join = store.joins_ahead.get(_join_key(area, receipts), store.block_size)
+    join = staging.joins.get(_join_key(area, receipts), staging.block_size)
     join.pending = True
     while join.pending and join.lock.acquire(blocking=False):
         try:
@@ -304,8 +287,9 @@ def _extend_join(join: JoinAhead, receipts: int, data: int, chunk_size: int) -> 
 class InPlaceChunkSink:
     """One chunk ``PUT`` into an in-place staging area: written at its offset, or only compared."""
 
-    def __init__(self, store: LocalBlobStore, area: Path, index: int) -> None:
-        self.store = store
+    def __init__(self, staging: InPlaceStaging, area: Path, index: int) -> None:
+        self.staging = staging
+        self._run = staging.files.run
         self.area = area
         self.index = index
         self._receipts: int | None = None
@@ -334,19 +318,19 @@ class InPlaceChunkSink:
     async def open(self) -> None:
         """Take the chunk's lock and decide: write in place, or compare with the chunk already accepted."""
         if self._receipts is None:
-            self._receipts, self._chunk_size = await self.store._run(_open_receipts, self.area)
+            self._receipts, self._chunk_size = await self._run(_open_receipts, self.area)
         receipts = self._receipts
         assert receipts is not None
         if not self._locked:
             await _lock(receipts, *self._lock)
             self._locked = True
-            self._existing, self._data = await self.store._run(self._prepare, False)
+            self._existing, self._data = await self._run(self._prepare, False)
         if self._existing is None and self._data is None:
             # A completion sealed the data file, and the upload is open again: restore it under the area lock.
             _unlock(receipts, *self._lock)
             self._lock = _WHOLE
             await _lock(receipts, *self._lock)
-            self._existing, self._data = await self.store._run(self._prepare, True)
+            self._existing, self._data = await self._run(self._prepare, True)
 
     def _prepare(self, restore: bool) -> tuple[ChunkReceipt | None, int | None]:
         assert self._receipts is not None
@@ -369,7 +353,7 @@ class InPlaceChunkSink:
     async def write(self, data: bytearray, hasher: ChunkHasher) -> None:
         # Hashed in the worker thread with its write: hashing 1 MiB on the event loop held every other
         # request's receive back for the time of two digests.
-        await self.store._run(self._write, data, hasher)
+        await self._run(self._write, data, hasher)
 
     def _write(self, data: bytearray, hasher: ChunkHasher) -> None:
         hasher.update(data)  # refuses a chunk longer than it may be before anything is written
@@ -378,7 +362,7 @@ class InPlaceChunkSink:
         if self._written + len(data) > self._chunk_size:
             raise ChunkSizeInvalid()
         assert self._data is not None
-        _pwrite_all(self._data, data, self.index * self._chunk_size + self._written)
+        pwrite_all(self._data, data, self.index * self._chunk_size + self._written)
         self._written += len(data)
 
     async def keep(self, receipt: ChunkReceipt) -> ChunkReceipt:
@@ -386,7 +370,7 @@ class InPlaceChunkSink:
             if self._existing != receipt:
                 raise ChunkConflict(index=self.index)
             return self._existing
-        return await self.store._run(self._keep, receipt)
+        return await self._run(self._keep, receipt)
 
     def _keep(self, receipt: ChunkReceipt) -> ChunkReceipt:
         assert self._data is not None
@@ -400,13 +384,13 @@ class InPlaceChunkSink:
         if current.st_ino != os.fstat(self._receipts).st_ino:
             raise NotFound()
         _write_record(self._receipts, receipt)
-        _join_ahead(self.store, self.area, self._receipts, self._data, self._chunk_size)
+        _join_ahead(self.staging, self.area, self._receipts, self._data, self._chunk_size)
         self._close()  # done with the area: the discard that follows has nothing left to do
         return receipt
 
     async def discard(self) -> None:
         if self._data is not None or self._receipts is not None:
-            await self.store._run(self._close)
+            await self._run(self._close)
 
     def _close(self) -> None:
         # Closing the receipts descriptor drops its lock: only after the record (if any) is durable.
@@ -418,8 +402,9 @@ class InPlaceChunkSink:
 class InPlaceCommitSink:
     """A completion: seal the data file, hash it chunk by chunk against the receipts, link it as the blob."""
 
-    def __init__(self, store: LocalBlobStore, area: Path) -> None:
-        self.store = store
+    def __init__(self, staging: InPlaceStaging, area: Path) -> None:
+        self.staging = staging
+        self._run = staging.files.run
         self.area = area
         self._receipts: int | None = None
         self._sealed: int | None = None
@@ -428,11 +413,11 @@ class InPlaceCommitSink:
         self._buffer: bytearray | None = None
 
     async def open(self) -> None:
-        receipts, self._chunk_size = await self.store._run(_open_receipts, self.area)
+        receipts, self._chunk_size = await self._run(_open_receipts, self.area)
         self._receipts = receipts
         # Waits for chunk writers in flight; none starts until this sink is discarded.
         await _lock(receipts, *_WHOLE)
-        self._sealed = await self.store._run(self._seal)
+        self._sealed = await self._run(self._seal)
 
     def _seal(self) -> int:
         data, sealed = self.area / DATA, self.area / SEALED
@@ -450,7 +435,7 @@ class InPlaceCommitSink:
     async def append_staged(self, receipt: ChunkReceipt, writer: HashingWriter) -> None:
         if self._buffer is None:
             self._buffer = bytearray(min(_READ_PIECE, max(receipt.size, 1)))
-        await self.store._run(self._append, receipt, writer, self._buffer)
+        await self._run(self._append, receipt, writer, self._buffer)
 
     def _append(self, receipt: ChunkReceipt, writer: HashingWriter, buffer: bytearray) -> None:
         assert self._sealed is not None
@@ -461,11 +446,11 @@ class InPlaceCommitSink:
         self._size = receipt.index * self._chunk_size + receipt.size
 
     async def joined_ahead(self, chunks: Sequence[ChunkReceipt]) -> tuple[int, HashingWriter] | None:
-        return await self.store._run(self._joined_ahead, chunks)
+        return await self._run(self._joined_ahead, chunks)
 
     def _joined_ahead(self, chunks: Sequence[ChunkReceipt]) -> tuple[int, HashingWriter] | None:
         assert self._receipts is not None
-        join = self.store.joins_ahead.take(_join_key(self.area, self._receipts))
+        join = self.staging.joins.take(_join_key(self.area, self._receipts))
         if join is None:
             return None
         # Under the whole-file lock no chunk writer of this process is inside the join: this never waits.
@@ -476,7 +461,7 @@ class InPlaceCommitSink:
             return len(join.receipts), join.writer
 
     async def publish(self, digest: StreamDigest) -> str:
-        return await self.store._run(self._publish, digest.sha256)
+        return await self._run(self._publish, digest.sha256)
 
     def _publish(self, sha256: str) -> str:
         assert self._sealed is not None
@@ -484,20 +469,13 @@ class InPlaceCommitSink:
             # A failed write of the last chunk may have left bytes past the end.
             os.ftruncate(self._sealed, self._size)
             os.fsync(self._sealed)
-        for _ in range(_PUBLISH_ATTEMPTS):
-            key = generation_key(sha256)
-            final = self.store.root / key
-            self.store._make_dir(final.parent.parent)
-            self.store._make_dir(final.parent)
-            try:
-                if self.store._link_durably(self.area / SEALED, final):
-                    return key
-            except FileNotFoundError:
-                raise NotFound() from None  # the area was aborted while the completion read it
-        raise Conflict()
+        try:
+            return self.staging.files.publish(self.area / SEALED, sha256)
+        except FileNotFoundError:
+            raise NotFound() from None  # the area was aborted while the completion read it
 
     async def discard(self) -> None:
-        await self.store._run(self._close)
+        await self._run(self._close)
 
     def _close(self) -> None:
         sealed, self._sealed = self._sealed, None

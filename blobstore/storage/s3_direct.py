@@ -14,7 +14,6 @@ and starts a fresh multipart upload, so the upload stays ``open`` for a new atte
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -37,19 +36,18 @@ from blobstore.models import BlobInfo
 from blobstore.storage.base import DIRECT_MAX_PARTS as MAX_PARTS
 from blobstore.storage.base import DirectPart, ProgressCallback
 from blobstore.storage.keys import generation_key, validate_key, validate_staging_ref
-from blobstore.storage.s3 import (
-    _NO_ABORT_CODES,
-    _NOT_FOUND_CODES,
-    MIN_PART_SIZE,
-    MULTIPART_MARKER,
-    S3BlobStore,
-    _Multipart,
+from blobstore.storage.s3_client import (
+    NO_ABORT_CODES,
+    NOT_FOUND_CODES,
+    BucketClient,
     error_code,
+    read_and_hash,
     s3_error,
 )
+from blobstore.storage.s3_multipart import MIN_PART_SIZE, MULTIPART_MARKER, Multipart, read_marker
+from blobstore.storage.s3_staging import staging_prefix
 
 MAX_PART_SIZE = 5 * 1024 * 1024 * 1024
-_READ_PIECE = 1024 * 1024
 _MISSING_SHOWN = 100
 
 
@@ -70,16 +68,17 @@ def part_length(number: int, size: int, part_size: int) -> int:
 
 
 class DirectUploads:
-    """The direct-upload operations of one :class:`~blobstore.storage.s3.S3BlobStore`."""
+    """The direct-upload operations of one S3 bucket and prefix, for blobs of ``block_size`` blocks."""
 
-    def __init__(self, store: S3BlobStore) -> None:
-        self.store = store
+    def __init__(self, s3: BucketClient, block_size: int) -> None:
+        self.s3 = s3
+        self.block_size = block_size
 
     def _marker_key(self, staging_ref: str) -> str:
-        return self.store._staging_prefix(staging_ref) + MULTIPART_MARKER
+        return staging_prefix(self.s3, staging_ref) + MULTIPART_MARKER
 
     async def _marker(self, staging_ref: str) -> dict[str, str]:
-        marker = await self.store._read_marker(self._marker_key(staging_ref))
+        marker = await read_marker(self.s3, self._marker_key(staging_ref))
         if marker is None:
             raise NotFound("the upload's multipart upload is gone")
         return marker
@@ -90,11 +89,10 @@ class DirectUploads:
         return staging_ref
 
     async def _start(self, staging_ref: str, key: str) -> None:
-        upload = _Multipart(self.store, self.store._object_key(key))
+        upload = Multipart(self.s3, self.s3.object_key(key))
         await upload.start()
-        record = json.dumps({"key": upload.object_key, "upload_id": upload.upload_id}).encode()
         try:
-            await self.store._call("put_object", Key=self._marker_key(staging_ref), Body=record)
+            await upload.mark(self._marker_key(staging_ref))
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await upload.abort()
@@ -109,7 +107,7 @@ class DirectUploads:
         await self._start(validate_staging_ref(staging_ref), generation_key(normalize_sha256(sha256)))
 
     def _key_of(self, object_key: str) -> str:
-        return validate_key(object_key[len(self.store._object_key("")) :])
+        return validate_key(object_key[len(self.s3.object_key("")) :])
 
     async def parts(
         self, staging_ref: str, numbers: Sequence[int], *, part_size: int, size: int, expires_in: int
@@ -122,14 +120,14 @@ class DirectUploads:
         urls = []
         for number in numbers:
             params = {
-                "Bucket": self.store.bucket,
+                "Bucket": self.s3.bucket,
                 "Key": marker["key"],
                 "UploadId": marker["upload_id"],
                 "PartNumber": number,
             }
             urls.append(
-                await self.store._run(
-                    self.store.client.generate_presigned_url,
+                await self.s3.run(
+                    self.s3.client.generate_presigned_url,
                     "upload_part",
                     Params=params,
                     ExpiresIn=expires_in,
@@ -151,7 +149,7 @@ class DirectUploads:
         part_etags: Mapping[int, str] | None = None,
     ) -> BlobInfo:
         count = part_count(expected_size, part_size)
-        marker = await self.store._read_marker(self._marker_key(staging_ref))
+        marker = await read_marker(self.s3, self._marker_key(staging_ref))
         if marker is None:
             # A completer verified the object, then stopped before its commit: the object is an orphan now.
             await self.restart(staging_ref, sha256=expected_sha256)
@@ -169,7 +167,7 @@ class DirectUploads:
             listed = _parts_from_etags(part_etags, count)
             unlisted = True
         if listed is not None:
-            upload = _Multipart(self.store, object_key)
+            upload = Multipart(self.s3, object_key)
             upload.upload_id = marker["upload_id"]
             # Parts past the last are not listed, and S3 drops them with the completion.
             upload.parts = [{"PartNumber": n, "ETag": listed[n]["ETag"]} for n in range(1, count + 1)]
@@ -179,7 +177,7 @@ class DirectUploads:
                 listed = None
             except StorageUnavailable:
                 # Such endpoints (s3rver) fail the completion of a finished upload without saying why.
-                if not unlisted or await self.store._head(object_key) is None:
+                if not unlisted or await self.s3.head(object_key) is None:
                     raise
                 listed = None
         if listed is None:
@@ -196,23 +194,23 @@ class DirectUploads:
             digest = await self._verify(object_key, expected_size, expected_sha256, progress)
         except (DigestMismatch, SizeMismatch):
             with anyio.CancelScope(shield=True):
-                await self.store._call("delete_object", Key=object_key)
+                await self.s3.call("delete_object", Key=object_key)
                 await self.restart(staging_ref, sha256=expected_sha256)
             raise
         # The multipart upload is complete: nothing is left for an abort to free (a later failure restarts).
-        await self.store._call("delete_object", Key=self._marker_key(staging_ref))
+        await self.s3.call("delete_object", Key=self._marker_key(staging_ref))
         return BlobInfo(
             self._key_of(object_key), digest.size, digest.sha256, digest.block_size, digest.block_xxh3
         )
 
     async def _own_copy(self, object_key: str, sha256: str) -> str | None:
         """A server-side copy of a completed object under a fresh generation key; None when it is gone."""
-        copy_key = self.store._object_key(generation_key(normalize_sha256(sha256)))
+        copy_key = self.s3.object_key(generation_key(normalize_sha256(sha256)))
         try:
-            await self.store._call(
+            await self.s3.call(
                 "copy_object",
                 Key=copy_key,
-                CopySource={"Bucket": self.store.bucket, "Key": object_key},
+                CopySource={"Bucket": self.s3.bucket, "Key": object_key},
                 ContentType="application/octet-stream",
                 MetadataDirective="REPLACE",
             )
@@ -229,13 +227,13 @@ class DirectUploads:
         extra: dict[str, Any] = {}
         while True:
             try:
-                page = await self.store._raw(
+                page = await self.s3.raw(
                     "list_parts", Key=object_key, UploadId=upload_id, MaxParts=1000, **extra
                 )
             except ClientError as exc:
-                if error_code(exc) in _NOT_FOUND_CODES:
+                if error_code(exc) in NOT_FOUND_CODES:
                     return None
-                if error_code(exc) in _NO_ABORT_CODES:
+                if error_code(exc) in NO_ABORT_CODES:
                     raise _CannotList() from exc
                 raise s3_error(exc) from exc
             for part in page.get("Parts", []):
@@ -249,11 +247,11 @@ class DirectUploads:
         self, object_key: str, size: int, sha256: str, progress: ProgressCallback | None
     ) -> StreamDigest:
         """Read the completed object back: its size, SHA-256 and per-block XXH3-128, checked before use."""
-        writer = HashingWriter(block_size=self.store.block_size, expected_size=size)
-        response = await self.store._call("get_object", Key=object_key)
+        writer = HashingWriter(block_size=self.block_size, expected_size=size)
+        response = await self.s3.call("get_object", Key=object_key)
         body = response["Body"]
         try:
-            while await self.store._run(_read_hashed, body, writer):
+            while await self.s3.run(read_and_hash, body, writer):
                 if writer.size > size:
                     raise SizeMismatch(expected_size=size, size=writer.size)
                 if progress is not None:
@@ -288,10 +286,3 @@ def _parts_from_etags(part_etags: Mapping[int, str] | None, count: int) -> dict[
     if missing:
         raise UploadIncomplete(missing=missing[:_MISSING_SHOWN], missing_count=len(missing))
     return {number: {"ETag": part_etags[number]} for number in range(1, count + 1)}
-
-
-def _read_hashed(body: Any, writer: HashingWriter) -> bytes:
-    piece: bytes = body.read(_READ_PIECE)
-    if piece:
-        writer.update(piece)
-    return piece

@@ -82,7 +82,7 @@ class MediaViews:
         settings = service.settings
         self.service = service
         self.root = root if root is not None else settings.data_dir / "views"
-        self.cache = ViewCache(ViewStore(self.root), service.now)
+        self.cache = ViewCache(ViewStore(self.root), service.clock)
         self.runner = DecoderRunner(
             workers=settings.view_workers,
             timeout=settings.view_timeout_seconds,
@@ -314,7 +314,7 @@ class MediaViews:
 
     async def sweep(self) -> int:
         """Delete the views whose sources have all expired (cleanup's ``expire`` step calls this)."""
-        return await self.cache.store.sweep(self.service.now())
+        return await self.cache.store.sweep(self.service.clock())
 
 
 _ENGINES: weakref.WeakKeyDictionary[ArtifactService, MediaViews] = weakref.WeakKeyDictionary()

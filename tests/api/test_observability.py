@@ -20,7 +20,7 @@ from blobstore.auth import create_token
 from blobstore.cleanup import run_cleanup
 from blobstore.config import Settings
 from blobstore.models import Scope
-from blobstore.runtime import open_service
+from blobstore.runtime import cleanup_parts, open_service
 from blobstore.service import ArtifactService
 from tests.fixtures.asgi import app_client
 from tests.fixtures.ports import free_port
@@ -110,7 +110,7 @@ async def test_metrics_report_open_uploads_integrity_failures_and_cleanup_runs(
     assert (await client.delete(f"/v1/artifacts/{doomed.json()['id']}")).status_code == 204
     before = await scrape(client)
     # The blob sweep is two-phase: the first run finds the blob unreferenced, the second frees it.
-    reports = [await run_cleanup(service, grace_seconds=0) for _ in range(2)]
+    reports = [await run_cleanup(cleanup_parts(service), grace_seconds=0) for _ in range(2)]
     after = await scrape(client)
 
     assert value(after, "blobstore_uploads_open") == 1

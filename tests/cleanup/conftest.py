@@ -48,7 +48,7 @@ def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
 @pytest.fixture
 async def service(settings: Settings, clock: FakeClock) -> AsyncIterator[ArtifactService]:
     async with open_service(settings, migrate=True) as svc:
-        svc.clock = clock
+        svc.clock.source = clock
         yield svc
 
 

@@ -19,7 +19,7 @@ import anyio
 
 from blobstore.cleanup import run_cleanup
 from blobstore.config import load_settings
-from blobstore.runtime import open_service
+from blobstore.runtime import cleanup_parts, open_service
 
 REPO_MUTATIONS = (
     "expire_artifacts",
@@ -51,11 +51,11 @@ async def main() -> None:
     crash_at = int(os.environ.get("CRASH_AT", "0"))
     settings = load_settings()
     async with open_service(settings) as service:
-        service.clock = lambda: datetime.now(UTC) + timedelta(seconds=offset)
+        service.clock.source = lambda: datetime.now(UTC) + timedelta(seconds=offset)
         counter = [0]
         _armed(service.repo, REPO_MUTATIONS, counter, crash_at)
         _armed(service.blobs, STORE_MUTATIONS, counter, crash_at)
-        report = await run_cleanup(service, batch_size=int(os.environ.get("CRASH_BATCH", "4")))
+        report = await run_cleanup(cleanup_parts(service), batch_size=int(os.environ.get("CRASH_BATCH", "4")))
         sys.stdout.write(f"{counter[0]} {report.items}\n")
 
 

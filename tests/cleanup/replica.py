@@ -28,8 +28,8 @@ def main() -> None:
     @contextlib.asynccontextmanager
     async def lifespan(application: FastAPI) -> AsyncIterator[Any]:
         async with inner(application) as state:
-            service = app_state(application).service
-            async with periodic_cleanup(service, settings.cleanup_interval_seconds):
+            runtime = app_state(application).runtime
+            async with periodic_cleanup(runtime.cleanup, settings.cleanup_interval_seconds):
                 yield state
 
     app.router.lifespan_context = lifespan

@@ -20,7 +20,7 @@ from blobstore.config import Settings
 from blobstore.events import ArtifactChange, ArtifactEvent
 from blobstore.metadata.tables import artifacts
 from blobstore.models import Caller
-from blobstore.runtime import open_service
+from blobstore.runtime import cleanup_parts, open_service
 from blobstore.service import ArtifactService
 from tests.cleanup.helpers import GRACE, blob_rows, storage_keys, upload
 
@@ -225,8 +225,8 @@ async def test_periodic_cleanup_expires_artifacts_in_the_background(local_settin
 
         service.events.subscribe(listen)
         artifact = await upload(service, caller, b"tick", ttl_seconds=1)
-        service.clock = _shifted(service, 5)
-        async with periodic_cleanup(service, 0.05):
+        service.clock.source = _shifted(service, 5)
+        async with periodic_cleanup(cleanup_parts(service), 0.05):
             with anyio.fail_after(30):
                 await expired.wait()
         assert await service.repo.get_artifact(caller.namespace, artifact.id, now=service.clock()) is None
@@ -242,14 +242,14 @@ async def test_leaving_periodic_cleanup_lets_its_run_finish_and_leaves_no_task_b
     async with open_service(local_settings) as service:
         for index in range(20):
             await upload(service, caller, f"item {index}".encode(), ttl_seconds=1)
-        service.clock = _shifted(service, 5)
+        service.clock.source = _shifted(service, 5)
         for _ in range(5):
-            async with periodic_cleanup(service, 0.001):
+            async with periodic_cleanup(cleanup_parts(service), 0.001):
                 await anyio.sleep(0.05)  # the runs follow each other: one is under way when the block ends
     await anyio.sleep(0.1)
     assert [task for task in asyncio.all_tasks() - before if task is not asyncio.current_task()] == []
 
 
 def _shifted(service: ArtifactService, seconds: float) -> Callable[[], datetime]:
-    original = service.clock
+    original = service.clock.source
     return lambda: original() + timedelta(seconds=seconds)

@@ -11,6 +11,7 @@ import pytest
 
 from blobstore.cleanup import run_cleanup
 from blobstore.models import Caller
+from blobstore.runtime import cleanup_parts
 from blobstore.service import ArtifactService
 from tests.cleanup.helpers import (
     GRACE,
@@ -32,7 +33,7 @@ async def test_referenced_blobs_survive_every_step(
     await service.delete_artifact(caller, first.id)
     for _ in range(3):
         clock.advance(GRACE * 2)
-        await run_cleanup(service)
+        await run_cleanup(cleanup_parts(service))
     assert await read_back(service, caller, second.id) == b"shared content" * 500
     assert len(await blob_rows(service)) == 1
     await assert_consistent(service, swept=True)
@@ -45,15 +46,15 @@ async def test_unreferenced_blob_is_freed_after_the_grace_period_and_not_before(
     [row] = await blob_rows(service)
     await service.delete_artifact(caller, artifact.id)
 
-    first = await run_cleanup(service, steps=["blobs"])
+    first = await run_cleanup(cleanup_parts(service), steps=["blobs"])
     assert first.step("blobs").details["marked_unreferenced"] == 1
     assert first.step("blobs").items == 0
     clock.advance(GRACE - 1)
-    assert (await run_cleanup(service, steps=["blobs"])).step("blobs").items == 0
+    assert (await run_cleanup(cleanup_parts(service), steps=["blobs"])).step("blobs").items == 0
     assert row["storage_key"] in await storage_keys(service)
 
     clock.advance(2)
-    freed = await run_cleanup(service, steps=["blobs"])
+    freed = await run_cleanup(cleanup_parts(service), steps=["blobs"])
     assert freed.step("blobs").items == 1
     assert freed.step("blobs").bytes == len(b"to be freed" * 1000)
     assert await blob_rows(service) == []
@@ -65,11 +66,11 @@ async def test_expired_artifacts_blob_is_freed_only_a_grace_period_after_expiry(
 ) -> None:
     await upload(service, caller, b"expiring" * 100, ttl_seconds=30)
     clock.advance(30)
-    report = await run_cleanup(service)
+    report = await run_cleanup(cleanup_parts(service))
     assert report.step("expire").items == 1
     assert report.step("blobs").items == 0
     clock.advance(GRACE + 1)
-    report = await run_cleanup(service)
+    report = await run_cleanup(cleanup_parts(service))
     assert report.step("blobs").items == 1
     assert await storage_keys(service) == set()
 
@@ -80,16 +81,16 @@ async def test_a_blob_referenced_again_within_grace_restarts_its_grace_period(
     data = b"come back" * 300
     original = await upload(service, caller, data)
     await service.delete_artifact(caller, original.id)
-    await run_cleanup(service, steps=["blobs"])  # marks it
+    await run_cleanup(cleanup_parts(service), steps=["blobs"])  # marks it
     clock.advance(GRACE - 10)
     again = await upload(service, caller, data)
     assert again.blob_id == original.blob_id
     await service.delete_artifact(caller, again.id)
     clock.advance(20)
     # Unreferenced again only since this run: the earlier mark must not count.
-    assert (await run_cleanup(service, steps=["blobs"])).step("blobs").items == 0
+    assert (await run_cleanup(cleanup_parts(service), steps=["blobs"])).step("blobs").items == 0
     clock.advance(GRACE + 1)
-    assert (await run_cleanup(service, steps=["blobs"])).step("blobs").items == 1
+    assert (await run_cleanup(cleanup_parts(service), steps=["blobs"])).step("blobs").items == 1
 
 
 async def test_upload_of_content_whose_blob_was_tombstoned_stores_a_new_generation(
@@ -106,7 +107,7 @@ async def test_upload_of_content_whose_blob_was_tombstoned_stores_a_new_generati
 
     fresh = await upload(service, caller, data)
     assert fresh.blob_id != old.blob_id
-    await run_cleanup(service)  # finishes the tombstone: deletes the old generation only
+    await run_cleanup(cleanup_parts(service))  # finishes the tombstone: deletes the old generation only
     assert await read_back(service, caller, fresh.id) == data
     await assert_consistent(service, swept=True)
 
@@ -121,7 +122,7 @@ async def test_concurrent_dedup_uploads_and_sweeps_never_lose_an_artifact(
         for data in contents:
             victim = await upload(service, caller, data)
             await service.delete_artifact(caller, victim.id)
-        await run_cleanup(service, steps=["blobs"])
+        await run_cleanup(cleanup_parts(service), steps=["blobs"])
         clock.advance(GRACE + 1)
         results: list[tuple[str, bytes]] = []
 
@@ -130,7 +131,7 @@ async def test_concurrent_dedup_uploads_and_sweeps_never_lose_an_artifact(
             into.append((artifact.id, data))
 
         async def sweep() -> None:
-            await run_cleanup(service, steps=["blobs"])
+            await run_cleanup(cleanup_parts(service), steps=["blobs"])
 
         async with anyio.create_task_group() as group:
             for index, data in enumerate(contents):
@@ -148,9 +149,9 @@ async def test_concurrent_dedup_uploads_and_sweeps_never_lose_an_artifact(
             == hashlib.sha256(data).digest()
         )
     clock.advance(GRACE + 1)
-    await run_cleanup(service)
+    await run_cleanup(cleanup_parts(service))
     clock.advance(GRACE + 1)
-    await run_cleanup(service)
+    await run_cleanup(cleanup_parts(service))
     counts = await assert_consistent(service, swept=True)
     assert counts["artifacts"] == len(contents)
 
@@ -161,11 +162,11 @@ async def test_dry_run_changes_nothing(
 ) -> None:
     artifact = await upload(service, caller, b"dry" * 100)
     await service.delete_artifact(caller, artifact.id)
-    await run_cleanup(service, steps=["blobs"])
+    await run_cleanup(cleanup_parts(service), steps=["blobs"])
     orphan = await service.blobs.put(_once(b"orphan bytes"), expected_size=len(b"orphan bytes"))
     clock.advance_past_storage(GRACE + 1)
     before_rows, before_keys = await blob_rows(service), await storage_keys(service)
-    report = await run_cleanup(service, steps=steps, dry_run=True)  # type: ignore[arg-type]
+    report = await run_cleanup(cleanup_parts(service), steps=steps, dry_run=True)  # type: ignore[arg-type]
     assert report.items == 1
     assert report.bytes == (len(b"dry" * 100) if steps == ["blobs"] else len(b"orphan bytes"))
     assert await blob_rows(service) == before_rows

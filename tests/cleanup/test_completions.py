@@ -9,6 +9,7 @@ import pytest
 
 from blobstore.cleanup import run_cleanup
 from blobstore.models import Caller, UploadState
+from blobstore.runtime import cleanup_parts
 from blobstore.service import ArtifactService
 from tests.cleanup.helpers import UPLOAD_TTL, FakeClock, read_back
 
@@ -25,7 +26,7 @@ async def _stuck(service: ArtifactService, caller: Caller, owner: str) -> str:
     await service.uploads.put_chunk(caller, session.id, 0, _once(DATA[:1024]))
     await service.uploads.put_chunk(caller, session.id, 1, _once(DATA[1024:]))
     now = service.clock()
-    lease_until = now + service.uploads.lease
+    lease_until = now + service.uploads.leases.lease
     assert await service.repo.begin_completion(session.id, owner=owner, lease_until=lease_until, now=now)
     return session.id
 
@@ -41,15 +42,15 @@ async def test_cleanup_gives_an_abandoned_completion_back_once_its_lease_ran_out
 ) -> None:
     upload_id = await _stuck(service, caller, "P:gone:1")
 
-    report = await run_cleanup(service, steps=["uploads"])
+    report = await run_cleanup(cleanup_parts(service), steps=["uploads"])
     assert "completions_recovered" not in report.step("uploads").details
     assert await _state(service, caller, upload_id) is UploadState.COMPLETING
 
-    clock.advance(service.uploads.lease.total_seconds() + 1)
-    dry = await run_cleanup(service, steps=["uploads"], dry_run=True)
+    clock.advance(service.uploads.leases.lease.total_seconds() + 1)
+    dry = await run_cleanup(cleanup_parts(service), steps=["uploads"], dry_run=True)
     assert dry.step("uploads").details["completions_recovered"] == 1
     assert await _state(service, caller, upload_id) is UploadState.COMPLETING
-    report = await run_cleanup(service, steps=["uploads"])
+    report = await run_cleanup(cleanup_parts(service), steps=["uploads"])
 
     assert report.step("uploads").details["completions_recovered"] == 1
     assert await _state(service, caller, upload_id) is UploadState.OPEN
@@ -63,7 +64,7 @@ async def test_the_next_request_gives_an_abandoned_completion_back(
     upload_id = await _stuck(service, caller, "P:gone:1")
     assert (await service.uploads.status(caller, upload_id)).session.state is UploadState.COMPLETING
 
-    clock.advance(service.uploads.lease.total_seconds() + 1)
+    clock.advance(service.uploads.leases.lease.total_seconds() + 1)
     status = await service.uploads.status(caller, upload_id)
 
     assert (status.session.state, status.missing) == (UploadState.OPEN, [])
@@ -76,10 +77,10 @@ async def test_a_completion_that_keeps_renewing_is_not_expired_with_its_upload(
     upload_id = await _stuck(service, caller, "P:alive:1")
     clock.advance(UPLOAD_TTL + 1)
     assert await service.repo.renew_completion(
-        upload_id, owner="P:alive:1", lease_until=clock() + service.uploads.lease
+        upload_id, owner="P:alive:1", lease_until=clock() + service.uploads.leases.lease
     )
 
-    report = await run_cleanup(service, steps=["uploads"])
+    report = await run_cleanup(cleanup_parts(service), steps=["uploads"])
 
     assert report.step("uploads").details["completing_deferred"] == 1
     assert "completions_recovered" not in report.step("uploads").details
@@ -97,8 +98,10 @@ async def test_a_completion_that_keeps_renewing_is_not_expired_with_its_upload(
 async def test_a_lock_holder_knows_a_previous_holders_completion_is_dead_without_waiting(
     service: ArtifactService, caller: Caller, owner: str, recovered: bool
 ) -> None:
-    service.uploads.sole_server = True
-    upload_id = await _stuck(service, caller, owner.format(other="0" * 16, self=service.uploads.instance))
+    service.uploads.leases.sole_server = True
+    upload_id = await _stuck(
+        service, caller, owner.format(other="0" * 16, self=service.uploads.leases.instance)
+    )
 
     state = (await service.uploads.get(caller, upload_id)).state
 

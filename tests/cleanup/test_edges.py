@@ -9,6 +9,7 @@ from mcp.shared.exceptions import MCPError
 from blobstore.api import create_app
 from blobstore.cleanup import run_cleanup
 from blobstore.models import Caller
+from blobstore.runtime import cleanup_parts
 from blobstore.service import ArtifactService
 from mcp_resources.server import create_server, fixed_caller
 from tests.cleanup.helpers import FakeClock, artifact_rows, upload
@@ -33,7 +34,7 @@ async def test_expired_artifact_is_not_found_over_http_before_cleanup(
             await http.get(content, headers={"Range": "bytes=0-3"}),
         ):
             assert response.status_code == 404
-        await run_cleanup(service)
+        await run_cleanup(cleanup_parts(service))
         assert (await http.get(content)).status_code == 404
 
 

@@ -8,6 +8,7 @@ from blobstore.cleanup import run_cleanup
 from blobstore.errors import InvalidRequest, NotFound
 from blobstore.events import ArtifactChange, ArtifactEvent
 from blobstore.models import Caller
+from blobstore.runtime import cleanup_parts
 from blobstore.service import ArtifactService
 from tests.cleanup.helpers import FakeClock, artifact_rows, read_back, upload
 
@@ -36,7 +37,7 @@ async def test_pinned_and_unexpired_artifacts_survive_expiry(
     long_lived = await upload(service, caller, b"later", ttl_seconds=7200)
     doomed = await upload(service, caller, b"soon gone", ttl_seconds=10)
     clock.advance(3600)
-    report = await run_cleanup(service, steps=["expire"])
+    report = await run_cleanup(cleanup_parts(service), steps=["expire"])
     assert report.step("expire").items == 1
     assert report.step("expire").expired_bytes == len(b"soon gone")
     assert report.step("expire").bytes == 0  # nothing left storage yet: the blob step frees the blob
@@ -65,7 +66,7 @@ async def test_expiry_and_delete_notify_listeners(
     deleted = await upload(service, caller, b"two")
     await service.delete_artifact(caller, deleted.id)
     clock.advance(5)
-    await run_cleanup(service, steps=["expire"])
+    await run_cleanup(cleanup_parts(service), steps=["expire"])
     assert [(e.change, e.artifact_id, e.namespace) for e in heard] == [
         (ArtifactChange.CREATED, expiring.id, "alpha"),
         (ArtifactChange.CREATED, deleted.id, "alpha"),
@@ -76,7 +77,7 @@ async def test_expiry_and_delete_notify_listeners(
     unsubscribe()
     await upload(service, caller, b"three", ttl_seconds=5)
     clock.advance(5)
-    await run_cleanup(service, steps=["expire"])
+    await run_cleanup(cleanup_parts(service), steps=["expire"])
     assert len(heard) == 4
 
 
@@ -104,6 +105,6 @@ async def test_expiry_works_in_batches(service: ArtifactService, caller: Caller,
     for index in range(7):
         await upload(service, caller, f"item {index}".encode(), ttl_seconds=1)
     clock.advance(1)
-    report = await run_cleanup(service, steps=["expire"], batch_size=3)
+    report = await run_cleanup(cleanup_parts(service), steps=["expire"], batch_size=3)
     assert report.step("expire").items == 7
     assert await artifact_rows(service) == []

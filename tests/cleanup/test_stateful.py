@@ -17,14 +17,16 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, rule
 
-from blobstore.cleanup import STEPS, run_cleanup
+from blobstore.cleanup import run_cleanup
+from blobstore.cleanup_report import STEPS
 from blobstore.config import Settings
 from blobstore.errors import NotFound
 from blobstore.metadata.migrate import upgrade
 from blobstore.metadata.repository import MetadataRepository
 from blobstore.models import Caller
-from blobstore.service import ArtifactService
+from blobstore.runtime import build_service, cleanup_parts
 from blobstore.storage.memory import MemoryBlobStore
+from blobstore.store_clock import StoreClock
 from tests.cleanup.helpers import FakeClock, artifact_rows, blob_rows, read_back, storage_keys, upload
 
 T = TypeVar("T")
@@ -76,7 +78,7 @@ class CleanupMachine(RuleBasedStateMachine):
         )
         repo = self.run(MetadataRepository.open(f"sqlite+aiosqlite:///{database}"))
         blobs = MemoryBlobStore(block_size=1024)
-        self.service = ArtifactService(settings=config, blobs=blobs, repo=repo, clock=self.clock)
+        self.service = build_service(settings=config, blobs=blobs, repo=repo, clock=StoreClock(self.clock))
         self.model: dict[str, ModelArtifact] = {}
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
@@ -135,7 +137,7 @@ class CleanupMachine(RuleBasedStateMachine):
 
     @rule(steps=st.lists(st.sampled_from(STEPS), unique=True, min_size=1))
     def cleanup(self, steps: list[str]) -> None:
-        self.run(run_cleanup(self.service, steps=steps))  # type: ignore[arg-type]
+        self.run(run_cleanup(cleanup_parts(self.service), steps=steps))  # type: ignore[arg-type]
         if "expire" in steps:
             self.model = {key: item for key, item in self.model.items() if self.visible(item)}
 
@@ -146,11 +148,11 @@ class CleanupMachine(RuleBasedStateMachine):
         Artifacts expiring during the grace period only lose their blobs one grace period later, so storage
         must hold exactly the contents referenced right after the first run.
         """
-        self.run(run_cleanup(self.service))
+        self.run(run_cleanup(cleanup_parts(self.service)))
         self.model = {key: item for key, item in self.model.items() if self.visible(item)}
         expected = sorted({hashlib.sha256(item.data).hexdigest() for item in self.model.values()})
         self.clock.advance(GRACE + 1)
-        self.run(run_cleanup(self.service))
+        self.run(run_cleanup(cleanup_parts(self.service)))
         self.model = {key: item for key, item in self.model.items() if self.visible(item)}
         blobs = self.run(blob_rows(self.service))
         assert sorted(str(row["sha256"]) for row in blobs) == expected

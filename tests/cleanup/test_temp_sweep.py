@@ -16,7 +16,7 @@ import pytest
 
 import blobstore
 from blobstore.cleanup import run_cleanup
-from blobstore.runtime import open_service
+from blobstore.runtime import cleanup_parts, open_service
 from blobstore.service import ArtifactService
 from tests.cleanup.conftest import stack_settings
 from tests.cleanup.helpers import GRACE, UPLOAD_TTL, FakeClock
@@ -29,7 +29,7 @@ async def local(
 ) -> AsyncIterator[ArtifactService]:
     settings = stack_settings(request, "local-sqlite", tmp_path / "data")
     async with open_service(settings, migrate=True) as service:
-        service.clock = clock
+        service.clock.source = clock
         yield service
 
 
@@ -63,7 +63,7 @@ def age(path: Path, clock: FakeClock, seconds: float) -> None:
 
 
 async def temp_files_swept(service: ArtifactService) -> int:
-    report = await run_cleanup(service, steps=["orphans"])
+    report = await run_cleanup(cleanup_parts(service), steps=["orphans"])
     return report.step("orphans").details.get("temp_files", 0)
 
 

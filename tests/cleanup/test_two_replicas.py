@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from blobstore.cleanup import run_cleanup
 from blobstore.config import Settings
 from blobstore.metadata.migrate import upgrade
-from blobstore.runtime import open_service
+from blobstore.runtime import cleanup_parts, open_service
 from tests.cleanup.helpers import assert_consistent, blob_rows
 from tests.fixtures.ports import free_port
 from tests.fixtures.server import wait_ready
@@ -187,11 +187,11 @@ async def test_two_replicas_with_cleanup_running_in_both_lose_nothing(
         during = await assert_consistent(service, swept=False)
         live_blobs = len(await blob_rows(service))
         later = service.clock() + timedelta(seconds=GRACE + 1)
-        service.clock = lambda: later
-        await run_cleanup(service)
+        service.clock.source = lambda: later
+        await run_cleanup(cleanup_parts(service))
         final_time = later + timedelta(seconds=GRACE + 1)
-        service.clock = lambda: final_time
-        await run_cleanup(service)
+        service.clock.source = lambda: final_time
+        await run_cleanup(cleanup_parts(service))
         after = await assert_consistent(service, swept=True)
     swept_during_run = int(generations or 0) - live_blobs
     failures = sum(_log_tail(tmp_path, index, None).count("periodic cleanup failed") for index in range(2))

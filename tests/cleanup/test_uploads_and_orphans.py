@@ -9,6 +9,7 @@ import pytest
 from blobstore.cleanup import run_cleanup
 from blobstore.errors import DigestMismatch, NotFound, UploadNotOpen
 from blobstore.models import Caller
+from blobstore.runtime import cleanup_parts
 from blobstore.service import ArtifactService
 from tests.cleanup.helpers import (
     GRACE,
@@ -37,7 +38,7 @@ async def test_expired_upload_sessions_are_purged_and_open_ones_kept(
     await service.uploads.put_chunk(caller, fresh.id, 0, _once(b"f" * 1024))
     clock.advance(100)
 
-    report = await run_cleanup(service, steps=["uploads"])
+    report = await run_cleanup(cleanup_parts(service), steps=["uploads"])
     assert report.step("uploads").items == 1
     assert report.step("uploads").bytes == 1024
     with pytest.raises(NotFound):
@@ -60,7 +61,7 @@ async def test_an_upload_whose_completion_failed_is_purged_with_its_staging_when
     assert await staging_refs(service) == {session.staging_ref}
     clock.advance(UPLOAD_TTL)
 
-    report = await run_cleanup(service, steps=["uploads"])
+    report = await run_cleanup(cleanup_parts(service), steps=["uploads"])
     assert report.step("uploads").items == 1
     assert await staging_refs(service) == set()
     assert await storage_keys(service) == set()
@@ -84,7 +85,7 @@ async def test_finished_upload_rows_are_dropped_after_their_lease(
     aborted = await service.uploads.begin(caller, name="gone.bin")
     await service.uploads.abort(caller, aborted.id)
     clock.advance(UPLOAD_TTL)
-    report = await run_cleanup(service, steps=["uploads"])
+    report = await run_cleanup(cleanup_parts(service), steps=["uploads"])
     assert report.step("uploads").details["finished_rows"] == 2
     for upload_id in (done.id, aborted.id):
         with pytest.raises(NotFound):
@@ -101,11 +102,11 @@ async def test_staging_without_a_session_is_freed_only_after_the_grace_period(
     kept = await service.uploads.begin(caller, name="kept.bin")
     await service.blobs.stage_put(kept.staging_ref, 0, _once(b"k" * 1024))
 
-    report = await run_cleanup(service, steps=["uploads"])
+    report = await run_cleanup(cleanup_parts(service), steps=["uploads"])
     assert "staging_leftovers" not in report.step("uploads").details
     assert leftover in await staging_refs(service)
     clock.advance_past_storage(GRACE + 1)
-    report = await run_cleanup(service, steps=["uploads"])
+    report = await run_cleanup(cleanup_parts(service), steps=["uploads"])
     assert report.step("uploads").details["staging_leftovers"] == 1
     assert await staging_refs(service) == {kept.staging_ref}
 
@@ -116,12 +117,12 @@ async def test_orphan_objects_are_swept_after_the_grace_period_and_live_ones_nev
     live = await upload(service, caller, b"live" * 100, pinned=True)
     # A generation published whose row was never committed (a crash between the two).
     orphan = await service.blobs.put(_once(b"orphan" * 50))
-    report = await run_cleanup(service, steps=["orphans"])
+    report = await run_cleanup(cleanup_parts(service), steps=["orphans"])
     assert report.step("orphans").items == 0
     assert orphan.key in await storage_keys(service)
 
     clock.advance_past_storage(GRACE + 1)
-    report = await run_cleanup(service, steps=["orphans"])
+    report = await run_cleanup(cleanup_parts(service), steps=["orphans"])
     assert report.step("orphans").items == 1
     assert report.step("orphans").bytes == len(b"orphan" * 50)
     [row] = await blob_rows(service)
@@ -138,9 +139,9 @@ async def test_full_cleanup_on_a_mixed_store_leaves_it_consistent(
     await service.blobs.put(_once(b"stray"))
     await service.uploads.begin(caller, name="never finished", size=4096, chunk_size=1024)
     clock.advance(UPLOAD_TTL)
-    await run_cleanup(service)
+    await run_cleanup(cleanup_parts(service))
     clock.advance(GRACE + 1)
-    await run_cleanup(service)
+    await run_cleanup(cleanup_parts(service))
     counts = await assert_consistent(service, swept=True)
     assert counts == {"artifacts": 1, "blobs": 1, "objects": 1}
     assert await read_back(service, caller, keep.id) == b"keep" * 1000

@@ -45,6 +45,7 @@ from blobstore.cleanup import run_cleanup
 from blobstore.config import Settings
 from blobstore.events import ArtifactChange, ArtifactEvent
 from blobstore.models import Artifact, Caller
+from blobstore.runtime import cleanup_parts
 from blobstore.service import ArtifactService
 from mcp_resources.embed import embed_store
 from mcp_resources.http import McpHttpExtension
@@ -147,8 +148,8 @@ async def test_subscriber_hears_updated_when_cleanup_expires_the_artifact(servic
         await subscribe(client, artifact.uri)
         await subscribe(client, window_uri)
         later = service.clock() + timedelta(hours=1)
-        service.clock = lambda: later
-        report = await run_cleanup(service, steps=["expire"])
+        service.clock.source = lambda: later
+        report = await run_cleanup(cleanup_parts(service), steps=["expire"])
         received = {await inbox.next() for _ in range(3)}
     assert report.items == 2
     # Both updates and a list_changed; the second expiry's list_changed falls in the throttle interval and
@@ -254,8 +255,8 @@ async def test_listen_stream_hears_delete_expiry_and_creation(service: ArtifactS
         assert await next_event(updates) == ResourceUpdated(deleted.uri)
         assert await next_event(lists) == ResourcesListChanged()
         later = service.clock() + timedelta(hours=1)
-        service.clock = lambda: later
-        await run_cleanup(service, steps=["expire"])
+        service.clock.source = lambda: later
+        await run_cleanup(cleanup_parts(service), steps=["expire"])
         assert await next_event(updates) == ResourceUpdated(expiring.uri)
         await store(service, "created.txt")
         assert await next_event(lists) == ResourcesListChanged()

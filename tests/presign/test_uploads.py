@@ -194,13 +194,14 @@ async def test_expiry_aborts_the_s3_multipart_upload(
     from datetime import timedelta
 
     from blobstore.cleanup import run_cleanup
+    from blobstore.runtime import cleanup_parts
 
     data = os.urandom(100)
     await begin(api, data)
     assert len(s3_place.multipart_uploads()) == 1
     later = service.clock() + timedelta(seconds=service.settings.upload_ttl_seconds + 1)
-    service.clock = lambda: later
-    await run_cleanup(service)
+    service.clock.source = lambda: later
+    await run_cleanup(cleanup_parts(service))
     assert s3_place.multipart_uploads() == []
 
 

@@ -163,7 +163,7 @@ async def test_same_bytes_give_the_same_artifact_and_extend_its_ttl(rig: Rig) ->
     id1 = link1["uri"].rsplit("/", 1)[-1]
     before = await rig.service.get_artifact(CALLER, id1)
     start = rig.service.clock()
-    rig.service.clock = lambda: start + timedelta(days=3)
+    rig.service.clock.source = lambda: start + timedelta(days=3)
     second = await offloader.tool_result(tool="t", arguments={"x": 1}, output_schema=None, result=result)
     assert second is not None
     (link2,) = links(second)

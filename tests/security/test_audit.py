@@ -12,6 +12,7 @@ import httpx
 
 from blobstore.cleanup import run_cleanup
 from blobstore.config import Settings
+from blobstore.runtime import cleanup_parts
 from blobstore.service import ArtifactService
 from tests.security import leaks
 from tests.security.conftest import McpConnect, Tenant, payload
@@ -65,8 +66,8 @@ async def test_every_action_writes_one_structured_line_without_content(
     await http.delete(f"/v1/artifacts/{completed.json()['id']}", headers=tenant_a.headers)
     await http.get("/v1/artifacts", headers={"Authorization": f"Bearer {tenant_a.token}x"})
     later = service.clock() + timedelta(hours=1)
-    service.clock = lambda: later
-    await run_cleanup(service, steps=("expire",))
+    service.clock.source = lambda: later
+    await run_cleanup(cleanup_parts(service), steps=("expire",))
 
     lines = audit_lines(settings)
     actions = [(line["action"], line["result"]) for line in lines]

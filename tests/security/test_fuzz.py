@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from blobstore.chunk_plan import ChunkPlan
 from blobstore.config import Settings
 from blobstore.errors import (
     BlobstoreError,
@@ -31,7 +32,6 @@ from blobstore.ids import check_id, new_artifact_id, new_upload_id
 from blobstore.models import ARTIFACT_URI_PREFIX, Caller, ChunkRecord
 from blobstore.ranges import ByteRange, RangeSpec, coalesce, parse_range_header, resolve_ranges, window
 from blobstore.runtime import open_service
-from blobstore.upload_sessions import ChunkPlan
 from mcp_resources.uris import parse_store_uri, window_uri
 
 RANGE_ALPHABET = st.sampled_from(

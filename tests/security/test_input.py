@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 import blobstore.storage.local as local_backend
+import blobstore.storage.local_files as local_files_backend
 from blobstore.api import create_app
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
@@ -35,7 +36,7 @@ HOSTILE_IDS = [
 
 
 class RecordingOs:
-    """``os`` for the local backend that records every path it is handed."""
+    """``os`` for the local backend's modules that records every path it is handed."""
 
     def __init__(self) -> None:
         self.paths: list[str] = []
@@ -66,6 +67,7 @@ def os_spy(monkeypatch: pytest.MonkeyPatch) -> RecordingOs:
     """The ``os`` module of the local storage backend, recording the paths it is given."""
     spy = RecordingOs()
     monkeypatch.setattr(local_backend, "os", spy)
+    monkeypatch.setattr(local_files_backend, "os", spy)
     return spy
 
 

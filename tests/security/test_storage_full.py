@@ -14,6 +14,7 @@ import pytest
 
 import blobstore.storage.dir_sync as dir_sync_backend
 import blobstore.storage.local as local_backend
+import blobstore.storage.local_files as local_files_backend
 import blobstore.storage.local_inplace as inplace_backend
 from blobstore.api import create_app
 from blobstore.models import Caller
@@ -68,6 +69,7 @@ async def visible(service: ArtifactService, root: Path) -> tuple[int, int, list[
 def arm(monkeypatch: pytest.MonkeyPatch, call: str, code: int = errno.ENOSPC) -> FaultyOs:
     faulty = FaultyOs(call, code)
     monkeypatch.setattr(local_backend, "os", faulty)
+    monkeypatch.setattr(local_files_backend, "os", faulty)
     monkeypatch.setattr(inplace_backend, "os", faulty)
     monkeypatch.setattr(dir_sync_backend, "os", faulty)
     return faulty

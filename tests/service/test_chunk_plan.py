@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from blobstore.chunk_plan import ChunkPlan
 from blobstore.errors import ChunkIndexOutOfRange, InvalidRequest, SizeMismatch, UploadIncomplete
 from blobstore.models import ChunkRecord
-from blobstore.upload_sessions import ChunkPlan
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -129,25 +129,25 @@ async def test_listing_pages_return_each_artifact_once(service: ArtifactService,
 
 async def test_expired_artifacts_are_not_found_at_once(service: ArtifactService, caller: Caller) -> None:
     artifact = await service.create_artifact(caller, chunks_of(b"short-lived"), name="t", ttl_seconds=60)
-    real_clock = service.clock
-    service.clock = lambda: real_clock() + timedelta(seconds=61)
+    real_clock = service.clock.source
+    service.clock.source = lambda: real_clock() + timedelta(seconds=61)
     try:
         with pytest.raises(NotFound):
             await service.get_artifact(caller, artifact.id)
         assert (await service.list_artifacts(caller)).items == []
     finally:
-        service.clock = real_clock
+        service.clock.source = real_clock
 
 
 async def test_pinned_artifacts_never_expire(service: ArtifactService, caller: Caller) -> None:
     artifact = await service.create_artifact(caller, chunks_of(b"keep"), name="k", ttl_seconds=60)
     await service.update_artifact(caller, artifact.id, pinned=True)
-    real_clock = service.clock
-    service.clock = lambda: real_clock() + timedelta(days=365)
+    real_clock = service.clock.source
+    service.clock.source = lambda: real_clock() + timedelta(days=365)
     try:
         assert (await service.get_artifact(caller, artifact.id)).pinned
     finally:
-        service.clock = real_clock
+        service.clock.source = real_clock
 
 
 async def test_deleted_artifact_is_gone(service: ArtifactService, caller: Caller) -> None:

@@ -227,8 +227,8 @@ async def test_patch_answers_upload_expires_and_an_expired_upload_is_gone(
     response = await patch(client, location, 0, b"abc")
     assert response.headers["upload-expires"] == http_date(session.expires_at)
 
-    real_clock = service.clock
-    service.clock = lambda: real_clock() + timedelta(days=2)
+    real_clock = service.clock.source
+    service.clock.source = lambda: real_clock() + timedelta(days=2)
     assert (await head(client, location)).status_code == 410
     late = await patch(client, location, 3, b"def")
     assert late.status_code == 410

@@ -184,7 +184,7 @@ async def test_views_expire_with_their_source_and_cleanup_removes_them(
     assert await views.sweep() == 0
     expires = artifact.expires_at
     assert expires is not None
-    store.clock = lambda: expires + timedelta(seconds=1)
+    store.clock.source = lambda: expires + timedelta(seconds=1)
     assert await views.sweep() == 2
     assert list((tmp_path / "views").glob("??/*")) == []
 
@@ -287,6 +287,7 @@ async def test_a_decoder_past_its_time_is_killed_and_reported(media_set: MediaSe
 
 async def test_a_cleanup_run_removes_the_views_of_expired_artifacts(tmp_path: Path) -> None:
     from blobstore.cleanup import run_cleanup
+    from blobstore.runtime import cleanup_parts
     from blobstore.views.engine import views_for
 
     async with open_service(Settings(data_dir=tmp_path)) as service:
@@ -298,8 +299,8 @@ async def test_a_cleanup_run_removes_the_views_of_expired_artifacts(tmp_path: Pa
         assert list((tmp_path / "views").glob("??/*"))
         expires = artifact.expires_at
         assert expires is not None
-        service.clock = lambda: expires + timedelta(seconds=1)
-        report = await run_cleanup(service)
+        service.clock.source = lambda: expires + timedelta(seconds=1)
+        report = await run_cleanup(cleanup_parts(service))
     assert report.step("expire").details["views_removed"] == 2  # the facts (taken at upload) and the page
     assert list((tmp_path / "views").glob("??/*")) == []
 

@@ -49,9 +49,10 @@ from blobstore.api.tus_headers import (
     parse_metadata,
     parse_non_negative,
 )
+from blobstore.checksum_spool import BodyChecksum
 from blobstore.errors import BlobstoreError, InvalidRequest
 from blobstore.models import Artifact, Caller, Scope, UploadSession, UploadState
-from blobstore.tus_uploads import Appended, BodyChecksum, TusProgress, TusUploads
+from blobstore.tus_uploads import Appended, TusProgress, TusUploads
 
 logger = logging.getLogger("blobstore.api")
 

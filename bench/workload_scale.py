@@ -8,14 +8,15 @@ committed by the repository's group commit). Nothing is written around the servi
 ``list``: ``blobstore mcp`` (stdio, the minimal client of the ``mcp`` workload) on the large store; the client
 walks every page with the cursor, then times the deepest full page next to the first, alternating.
 
-``cleanup``: the in-process entry point ``blobstore cleanup`` runs (``run_cleanup`` on a service opened as the
-command opens it, every step, no grace), timed on a store of ``count`` expired artifacts and on one of a tenth
-as many. Expiry comes from the service's clock moved past the artifacts' TTL, the store's own time travel
-(``ArtifactService.clock``); the large store is the one ``list`` read, so it is filled once.
+``cleanup``: the in-process entry point ``blobstore cleanup`` runs (``run_cleanup`` over a runtime opened as
+the command opens it, every step, no grace), timed on a store of ``count`` expired artifacts and on one of a
+tenth as many. Expiry comes from the store's clock moved past the artifacts' TTL, the store's own time travel
+(the ``source`` of ``ArtifactService.clock``); the large store is the one ``list`` read, so it is filled once.
 """
 
 from __future__ import annotations
 
+import argparse
 import random
 import statistics
 import sys
@@ -26,13 +27,15 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import anyio
-from mcp_read import RawStdioClient
+from harness import Row, rotations
+from mcp_client import RawStdioClient
 
-from blobstore.cleanup import CleanupReport, run_cleanup
+from blobstore.cleanup import run_cleanup
+from blobstore.cleanup_report import CleanupReport
 from blobstore.clock import utcnow
 from blobstore.config import Settings
 from blobstore.models import Caller
-from blobstore.runtime import open_service
+from blobstore.runtime import open_runtime, open_service
 
 NAMESPACE = "default"
 """What ``blobstore mcp`` lists without a token or ``--namespace``."""
@@ -92,10 +95,10 @@ def timed_cleanup(store: Store) -> float:
         return utcnow() + timedelta(seconds=TTL_SECONDS + 60)
 
     async def run() -> tuple[float, CleanupReport]:
-        async with open_service(Settings(data_dir=store.data_dir), server=False) as service:
-            service.clock = later
+        async with open_runtime(Settings(data_dir=store.data_dir), server=False) as runtime:
+            runtime.service.clock.source = later
             started = time.perf_counter()
-            report = await run_cleanup(service, grace_seconds=0)
+            report = await run_cleanup(runtime.cleanup, grace_seconds=0)
             return time.perf_counter() - started, report
 
     before = blob_files(store.data_dir)
@@ -161,3 +164,43 @@ def time_list(
         return ListTimes(samples["first"], samples["deep"], walk_seconds, len(pages))
     finally:
         client.close()
+
+
+def rows(args: argparse.Namespace, only: set[str], work: Path) -> list[Row]:
+    """Cleanup of ``--scale-count`` expired artifacts against a tenth as many, and a deep ``resources/list``
+    page of a store that large against its first page. One store of ``--scale-count`` serves both: listed
+    first, then expired and cleaned up."""
+    count = args.scale_count
+    rows: list[Row] = []
+    big = fill(work / "scale-big", count, seed=1)
+    filled = f"filled in {big.fill_seconds:.0f} s ({count / big.fill_seconds:,.0f} puts/s)"
+    if "list" in only:
+        listed = time_list(big, args.runs, args.list_ops, rotations)
+        row = Row(
+            f"deep `resources/list` page (the last full one of {count:,}, by cursor) vs the first, "
+            "`blobstore mcp` stdio, median",
+            "ms",
+            listed.deep,
+            "first page",
+            listed.first,
+            goal="≤ 1.5",
+            higher_is_better=False,
+        )
+        row.note = f"{listed.pages:,} pages walked in {listed.walk_seconds:.1f} s; store {filled}"
+        rows.append(row)
+    if "cleanup" in only:
+        small = fill(work / "scale-small", count // 10, seed=2)
+        small_seconds = timed_cleanup(small)
+        big_seconds = timed_cleanup(big)
+        row = Row(
+            f"cleanup of {count:,} expired artifacts (rows and blob files) vs {count // 10:,}, in process",
+            "s",
+            [big_seconds],
+            f"{count // 10:,} expired",
+            [small_seconds],
+            goal="≤ 12",
+            higher_is_better=False,
+        )
+        row.note = "`run_cleanup`, every step, grace 0; one run each (a run consumes its store)"
+        rows.append(row)
+    return rows

@@ -1,27 +1,38 @@
-"""The servers ``bench/run.py`` measures: ``blobstore serve`` and its peers nginx and docker-registry.
+"""What the benchmarks share: the servers they measure, their processes' readings, and the report.
 
-Each is a context manager that starts the process on a free loopback port, waits until it answers, yields
-what the workloads need and stops it. A missing peer binary yields None, so the suite reports it and goes on.
+Servers: ``blobstore serve``, its peers nginx and docker-registry, and the bare app of the ceilings. Each is
+a context manager that starts the process on a free loopback port, waits until it answers, yields what the
+workloads need and stops it. A missing peer binary yields None, so the suite reports it and goes on. Beside
+them: the ``/proc`` readings of a server's process tree (CPU, peak RSS), the targets a workload runs against,
+and the rows and header of the suite's report. The clients that drive the servers are in ``clients.py``.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import datetime
 import json
 import os
+import platform
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 
-from mcp_read import children_of
+from clients import Payload
+
+BENCH_DIR = Path(__file__).resolve().parent
+PEER_DIR = BENCH_DIR / "node_modules" / "@modelcontextprotocol" / "server-filesystem"
 
 
 def free_port() -> int:
@@ -60,6 +71,26 @@ def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def children_of(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The parent pid follows the parenthesised command name, which may itself hold spaces.
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.add(int(entry.name))
+    return found
+
+
+def reset_peak_rss(pid: int) -> None:
+    """Set VmHWM back to the current RSS (Linux >= 4.0), so the peak read afterwards is the read's own."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 
 def process_tree(pid: int) -> list[int]:
@@ -288,3 +319,139 @@ def bare_app(payload: Path) -> Iterator[Bare]:
         yield Bare(base, process.pid)
     finally:
         stop(process, signal.SIGINT)
+
+
+@dataclass
+class Targets:
+    ours: Ours
+    nginx: Nginx | None
+    registry: Registry | None
+    payload: Payload
+    artifact_id: str = ""
+    registry_ready: bool = False
+    front: str | None = None
+    """``deploy/nginx-single.conf`` in front of ours: whole downloads sent by nginx (X-Accel-Redirect)."""
+
+    @property
+    def content_url(self) -> str:
+        return f"{self.ours.base}/v1/artifacts/{self.artifact_id}/content"
+
+
+# -- report ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    """One comparison: the median of ours next to the median of one peer, and the goal for their ratio."""
+
+    workload: str
+    unit: str
+    ours: list[float] = field(default_factory=list)
+    peer_name: str = ""
+    peer: list[float] = field(default_factory=list)
+    goal: str = ""
+    higher_is_better: bool = True
+    note: str = ""
+
+    def ratio(self) -> float | None:
+        if not self.ours or not self.peer or statistics.median(self.peer) == 0:
+            return None
+        return statistics.median(self.ours) / statistics.median(self.peer)
+
+    def cells(self) -> list[str]:
+        def med(values: list[float]) -> str:
+            return (
+                f"{statistics.median(values):,.{2 if statistics.median(values) < 10 else 0}f}"
+                if values
+                else "-"
+            )
+
+        found = self.ratio()
+        return [
+            self.workload,
+            self.unit,
+            med(self.ours),
+            f"{self.peer_name} {med(self.peer)}" if self.peer_name else "-",
+            "-" if found is None else f"{found:.2f}",
+            self.goal,
+            self.note,
+        ]
+
+
+def rotations(names: list[str], runs: int) -> Iterator[tuple[int, str]]:
+    """``(run, name)`` with the order rotated every run: each target goes first as often as the others."""
+    for run in range(runs):
+        shift = run % len(names)
+        for name in names[shift:] + names[:shift]:
+            yield run, name
+
+
+def split_note(costs: dict[str, list[tuple[float, float, float]]], **sides: str) -> str:
+    """Median server user, server system and client CPU seconds of each side, as ``label u / s, c``."""
+    parts = []
+    for label, name in sides.items():
+        if costs.get(name):
+            user, system, client = (statistics.median(column) for column in zip(*costs[name], strict=True))
+            parts.append(f"{label} {user:.2f} / {system:.2f}, {client:.2f}")
+    return "; ".join(parts)
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def command_output(*argv: str) -> str:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def package_version(directory: Path) -> str:
+    try:
+        return str(json.loads((directory / "package.json").read_text())["version"])
+    except (OSError, KeyError, ValueError):
+        return "unknown"
+
+
+def tool_version(*argv: str) -> str:
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    except OSError:
+        return "missing"
+    text = (result.stdout or result.stderr).strip().splitlines()
+    # First line, up to the build details (curl lists every library it links).
+    return text[0].split(" (")[0].split(" [")[0] if text else "unknown"
+
+
+def render(args: argparse.Namespace, rows: list[Row], extra: list[str], load: tuple[str, str]) -> str:
+    command = " ".join(["bench/run.py", *sys.argv[1:]])
+    lines = [
+        f"# Benchmark suite, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
+        "",
+        f"`.venv/bin/python {command}`",
+        "",
+        f"- machine: nproc {os.cpu_count()}, {cpu_model()}, Linux {platform.release()}; "
+        f"load average before {load[0]}, after {load[1]}",
+        f"- ours: mcp-blobstore {version('mcp-blobstore')}, Python {platform.python_version()}, "
+        f"granian {version('granian')}, local disk + SQLite",
+        f"- peers: {tool_version('nginx', '-v')}; {tool_version('docker-registry', '--version')}; "
+        f"server-filesystem {package_version(PEER_DIR)} on Node.js {tool_version('node', '--version')}",
+        f"- clients: {tool_version('curl', '--version')}; {tool_version('wrk', '--version')}; "
+        f"httpx {version('httpx')}",
+        f"- payload {args.size_mib} MiB of random bytes; medians of {args.runs} runs after one warm-up, "
+        "order of ours and peers rotated every run",
+        "",
+        "Ratio is ours / peer (for ms: lower is better, the goal is a ceiling).",
+        "",
+        "| workload | unit | ours | peer | ratio | goal | note |",
+        "| --- | --- | ---: | ---: | ---: | --- | --- |",
+        *("| " + " | ".join(row.cells()) + " |" for row in rows),
+        "",
+        *extra,
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,103 @@
+"""One upstream content block on its way through the offload rules, and the call it came from."""
+
+from __future__ import annotations
+
+import logging
+import mimetypes
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from blobstore.models import Artifact
+from mcp_resources.proxy.measure import ENVELOPE_BYTES, decode_base64, measure
+from mcp_resources.proxy.rules import BYTES_PER_TOKEN, ToolRules
+
+logger = logging.getLogger("mcp_resources.proxy")
+
+Kind = Literal["image", "audio", "blob", "text", "resource-text", "other"]
+TEXT_KINDS = ("text", "resource-text")
+BINARY_KINDS = ("image", "audio", "blob")
+
+
+@dataclass
+class Call:
+    tool: str
+    arguments_sha256: str
+    rules: ToolRules
+
+
+@dataclass
+class Item:
+    """One upstream content block and what the model currently gets for it."""
+
+    original: dict[str, Any]
+    kind: Kind
+    payload: str | None = None
+    """The upstream's base64 (or text), to recognise duplicates in structuredContent."""
+    raw: bytes | None = None
+    mime_type: str = "application/octet-stream"
+    name: str = "artifact"
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    artifact: Artifact | None = None
+    inline_image: dict[str, Any] | None = None
+    level: int = 0
+    """0: as the upstream sent it; 1: the per-block rule applied; 2: linked with nothing inline."""
+    _cost: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.blocks:
+            self.blocks = [self.original]
+
+    def cost(self) -> tuple[int, int]:
+        """(bytes, tokens) of what the model gets for this block now (without the envelope)."""
+        if self._cost is None:
+            size, tokens = measure({"content": self.blocks})
+            self._cost = (size - ENVELOPE_BYTES, max(0, tokens - ENVELOPE_BYTES // BYTES_PER_TOKEN))
+        return self._cost
+
+    def show(
+        self, blocks: list[dict[str, Any]], *, level: int, inline_image: dict[str, Any] | None = None
+    ) -> None:
+        """What the model gets for this block from now on."""
+        self.blocks = blocks
+        self.level = level
+        self.inline_image = inline_image
+        self._cost = None
+
+    @property
+    def changed(self) -> bool:
+        return self.level > 0
+
+    @property
+    def shrinkable(self) -> bool:
+        return self.kind != "other" and self.raw is not None and self.level < 2
+
+
+def extension(mime: str) -> str:
+    return mimetypes.guess_extension(mime) or ".bin"
+
+
+def usable_name(name: str) -> bool:
+    return 0 < len(name) <= 200 and all(0x20 <= ord(ch) != 0x7F for ch in name)
+
+
+def uri_leaf(uri: str) -> str:
+    """The last segment of a URI, the name an artifact stored from it takes when usable."""
+    return uri.rstrip("/").rsplit("/", 1)[-1] if uri else ""
+
+
+def encoded_item(block: dict[str, Any], call: Call, index: int, kind: Literal["image", "audio"]) -> Item:
+    """The item of an ``image`` or ``audio`` block (its base64 in ``data``); ``other`` when that is not
+    base64, which no rule offloads."""
+    mime = str(block.get("mimeType") or "application/octet-stream")
+    raw = decode_base64(block["data"])
+    if raw is None:
+        logger.warning("tool %s: %s block %d is not valid base64; left as is", call.tool, kind, index)
+        return Item(original=block, kind="other")
+    return Item(
+        original=block,
+        kind=kind,
+        payload=block["data"],
+        raw=raw,
+        mime_type=mime,
+        name=f"{call.tool}-{index}{extension(mime)}",
+    )
