@@ -124,8 +124,10 @@ def pdf_pages_text(path: str, pages: list[int]) -> Decoded:
         pdf.close()
 
 
-def pdf_page_png(path: str, number: int, max_edge: int) -> Decoded:
-    """One page rendered so that its longer side is at most ``max_edge`` pixels."""
+def _render_page(
+    path: str, number: int, scale_for: Callable[[float], float], *, grayscale: bool = False
+) -> tuple[Any, int]:
+    """Page ``number`` rendered at ``scale_for(its longer side in points)`` (a PIL image), and the count."""
     pdf = _open_pdf(path)
     try:
         count = _page_count(pdf)
@@ -136,16 +138,20 @@ def pdf_page_png(path: str, number: int, max_edge: int) -> Decoded:
             width_pt, height_pt = page.get_size()
             if width_pt <= 0 or height_pt <= 0:
                 raise MediaInvalid(f"page {number} has no area")
-            scale = min(MAX_PAGE_SCALE, max_edge / max(width_pt, height_pt))
-            bitmap = page.render(scale=scale)
+            bitmap = page.render(scale=scale_for(max(width_pt, height_pt)), grayscale=grayscale)
             try:
-                image = bitmap.to_pil()
+                return bitmap.to_pil(), count
             finally:
                 bitmap.close()
         finally:
             page.close()
     finally:
         pdf.close()
+
+
+def pdf_page_png(path: str, number: int, max_edge: int) -> Decoded:
+    """One page rendered so that its longer side is at most ``max_edge`` pixels."""
+    image, count = _render_page(path, number, lambda longer: min(MAX_PAGE_SCALE, max_edge / longer))
     data = io.BytesIO()
     image.save(data, format="PNG", optimize=True)
     meta = {"page": number, "pages": count, "width": image.width, "height": image.height}
@@ -168,24 +174,9 @@ def pdf_page_ocr(path: str, number: int) -> Decoded:
     command = ocr_command()
     if command is None:
         raise UnsupportedMedia("no OCR engine is installed")
-    pdf = _open_pdf(path)
-    try:
-        count = _page_count(pdf)
-        if not 1 <= number <= count:
-            raise MediaInvalid(f"page {number} is past the PDF's last page ({count})")
-        page = _page(pdf, number)
-        try:
-            width_pt, height_pt = page.get_size()
-            scale = min(OCR_SCALE, OCR_MAX_EDGE / max(width_pt, height_pt, 1))
-            bitmap = page.render(scale=scale, grayscale=True)
-            try:
-                image = bitmap.to_pil()
-            finally:
-                bitmap.close()
-        finally:
-            page.close()
-    finally:
-        pdf.close()
+    image, count = _render_page(
+        path, number, lambda longer: min(OCR_SCALE, OCR_MAX_EDGE / longer), grayscale=True
+    )
     with tempfile.TemporaryDirectory(prefix="ocr-") as scratch:
         png = os.path.join(scratch, "page.png")
         image.save(png, format="PNG")
