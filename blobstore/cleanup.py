@@ -75,7 +75,7 @@ class CleanupParts:
     events: ArtifactEvents
     clock: Clock
     sweep_views: Callable[[], Awaitable[int]] | None = None
-    """Deletes the media views whose sources have all expired; run after the ``expire`` step."""
+    """Deletes the media views whose artifacts have all expired, and says how many (``expire`` runs it)."""
 
 
 class Cleanup:
@@ -398,9 +398,9 @@ async def run_cleanup(
         progress=progress,
     )
     report = await cleanup.run(steps)
-    if "expire" in steps and not dry_run:
+    if "expire" in steps and not dry_run and parts.sweep_views is not None:
         # Media views live as long as the longest-lived artifact they were made for: past that, they go too.
-        removed = await parts.sweep_views() if parts.sweep_views is not None else 0
+        removed = await parts.sweep_views()
         if removed:
             report.step("expire").add("views_removed", removed)
     return report

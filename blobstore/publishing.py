@@ -32,7 +32,7 @@ from blobstore.validation import validate_metadata, validate_mime, validate_name
 MediaProber = Callable[[str, BlobInfo, bytes, datetime | None], Awaitable[dict[str, Any]]]
 """Facts only the whole file gives (a PDF's page count, a duration the decoder measured), from the MIME type,
 the published blob, its head and the artifact's expiry; never raises. The composition root installs the
-media views' prober."""
+media views' prober (:meth:`blobstore.views.engine.MediaViews.probe_blob`)."""
 
 
 class Publisher:

@@ -27,7 +27,7 @@ from mcp.types import (
 )
 
 from blobstore.errors import InvalidRequest
-from blobstore.models import ARTIFACT_URI_PREFIX, Caller
+from blobstore.models import ARTIFACT_URI_PREFIX, Artifact, Caller
 from blobstore.views.cache import View
 from blobstore.views.describe import (
     next_pages_hint,
@@ -67,6 +67,23 @@ def page_uri(artifact_id: str, page: int, ext: Literal["txt", "png"]) -> str:
 
 def audio_uri(artifact_id: str, start: float, duration: float) -> str:
     return f"{ARTIFACT_URI_PREFIX}{artifact_id}/audio?start={start:g}&duration={duration:g}"
+
+
+def first_view_uri(artifact: Artifact, max_audio_seconds: float = 30.0) -> str | None:
+    """The view resource to read first, for hosts that read resources but call no tools: page 1's text of a
+    PDF (its image when the PDF has no text layer), the first segment of audio or video; None otherwise
+    (and for a PDF or recording whose facts are unknown)."""
+    media = artifact.media or {}
+    if media.get("pages"):
+        return page_uri(artifact.id, 1, "txt" if media.get("text_layer") else "png")
+    duration = media.get("duration_seconds")
+    if (
+        artifact.mime_type.startswith(("audio/", "video/"))
+        and isinstance(duration, int | float)
+        and duration > 0
+    ):
+        return audio_uri(artifact.id, 0, round(min(max_audio_seconds, duration), 3))
+    return None
 
 
 def _number(name: str, value: str) -> float:

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import warnings
 import wave
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -123,8 +124,10 @@ def pdf_pages_text(path: str, pages: list[int]) -> Decoded:
         pdf.close()
 
 
-def pdf_page_png(path: str, number: int, max_edge: int) -> Decoded:
-    """One page rendered so that its longer side is at most ``max_edge`` pixels."""
+def _render_page(
+    path: str, number: int, scale_for: Callable[[float], float], *, grayscale: bool = False
+) -> tuple[Any, int]:
+    """Page ``number`` rendered at ``scale_for(its longer side in points)`` (a PIL image), and the count."""
     pdf = _open_pdf(path)
     try:
         count = _page_count(pdf)
@@ -135,16 +138,20 @@ def pdf_page_png(path: str, number: int, max_edge: int) -> Decoded:
             width_pt, height_pt = page.get_size()
             if width_pt <= 0 or height_pt <= 0:
                 raise MediaInvalid(f"page {number} has no area")
-            scale = min(MAX_PAGE_SCALE, max_edge / max(width_pt, height_pt))
-            bitmap = page.render(scale=scale)
+            bitmap = page.render(scale=scale_for(max(width_pt, height_pt)), grayscale=grayscale)
             try:
-                image = bitmap.to_pil()
+                return bitmap.to_pil(), count
             finally:
                 bitmap.close()
         finally:
             page.close()
     finally:
         pdf.close()
+
+
+def pdf_page_png(path: str, number: int, max_edge: int) -> Decoded:
+    """One page rendered so that its longer side is at most ``max_edge`` pixels."""
+    image, count = _render_page(path, number, lambda longer: min(MAX_PAGE_SCALE, max_edge / longer))
     data = io.BytesIO()
     image.save(data, format="PNG", optimize=True)
     meta = {"page": number, "pages": count, "width": image.width, "height": image.height}
@@ -167,24 +174,9 @@ def pdf_page_ocr(path: str, number: int) -> Decoded:
     command = ocr_command()
     if command is None:
         raise UnsupportedMedia("no OCR engine is installed")
-    pdf = _open_pdf(path)
-    try:
-        count = _page_count(pdf)
-        if not 1 <= number <= count:
-            raise MediaInvalid(f"page {number} is past the PDF's last page ({count})")
-        page = _page(pdf, number)
-        try:
-            width_pt, height_pt = page.get_size()
-            scale = min(OCR_SCALE, OCR_MAX_EDGE / max(width_pt, height_pt, 1))
-            bitmap = page.render(scale=scale, grayscale=True)
-            try:
-                image = bitmap.to_pil()
-            finally:
-                bitmap.close()
-        finally:
-            page.close()
-    finally:
-        pdf.close()
+    image, count = _render_page(
+        path, number, lambda longer: min(OCR_SCALE, OCR_MAX_EDGE / longer), grayscale=True
+    )
     with tempfile.TemporaryDirectory(prefix="ocr-") as scratch:
         png = os.path.join(scratch, "page.png")
         image.save(png, format="PNG")
@@ -247,15 +239,16 @@ def _check_decodes(container: Any, stream: Any) -> None:
     raise MediaInvalid("the stream holds no decodable samples")
 
 
-def _segment_samples(container: Any, stream: Any, start: float, duration: float) -> bytes:
+def _segment_samples(container: Any, stream: Any, start: float, duration: float) -> tuple[bytes, float]:
     """16 kHz mono s16 samples of ``[start, start + duration)``: a seek to the packet before ``start``,
-    then decoding only until the segment is full."""
+    then decoding only until the segment is full. Also the time decoding began at (the seek's landing)."""
     import av
 
     resampler = av.AudioResampler(format="s16", layout="mono", rate=AUDIO_RATE)
     wanted = round(duration * AUDIO_RATE)
     out = bytearray()
     skip: int | None = None
+    first = 0.0
     if start > 0:
         container.seek(int(start / stream.time_base), stream=stream, backward=True, any_frame=False)
     try:
@@ -273,7 +266,7 @@ def _segment_samples(container: Any, stream: Any, start: float, duration: float)
     except av.FFmpegError:
         raise MediaInvalid("the audio could not be decoded at that time") from None
     begin = 2 * (skip or 0)
-    return bytes(out[begin : begin + 2 * wanted])
+    return bytes(out[begin : begin + 2 * wanted]), first
 
 
 def audio_segment(path: str, start: float, duration: float) -> Decoded:
@@ -287,7 +280,7 @@ def audio_segment(path: str, start: float, duration: float) -> Decoded:
         if start >= total:
             raise MediaInvalid(f"start {start:.1f} s is past the end ({total:.1f} s)")
         length = min(duration, total - start)
-        samples = _segment_samples(container, stream, start, length)
+        samples, decoded_from = _segment_samples(container, stream, start, length)
     if not samples:
         raise MediaInvalid("no samples could be decoded at that time")
     data = io.BytesIO()
@@ -303,6 +296,7 @@ def audio_segment(path: str, start: float, duration: float) -> Decoded:
         "duration_seconds": round(total, 3),
         "sample_rate": AUDIO_RATE,
         "channels": 1,
+        "decoded_from_seconds": round(decoded_from, 3),
     }
     return Decoded(meta=meta, parts=[(meta, data.getvalue())])
 
@@ -395,7 +389,10 @@ def image_view(path: str, region: list[int] | None, max_edge: int) -> Decoded:
 
     Image.MAX_IMAGE_PIXELS = MAX_DECODE_PIXELS
     try:
-        image = Image.open(path)
+        with warnings.catch_warnings():
+            # Between one and two times the limit Pillow only warns: the size check below refuses those.
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(path)
     except Image.DecompressionBombError:
         raise ViewTooLarge(f"the image has more than {MAX_DECODE_PIXELS} pixels") from None
     except Exception:

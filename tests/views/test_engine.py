@@ -103,6 +103,8 @@ async def test_a_segment_of_the_pattern_is_the_source_samples_at_that_time(
     assert list(values) == [media.pattern_sample(40 * RATE + i) for i in range(30 * RATE)]
     assert (view.meta["start_seconds"], view.meta["end_seconds"]) == (40.0, 70.0)
     assert view.meta["duration_seconds"] == 70.0
+    # Decoding began at a seek next to 40 s, not at the start of the file.
+    assert 39.0 <= view.meta["decoded_from_seconds"] <= 40.0
 
 
 @pytest.mark.parametrize("kind", list(media.AUDIO_FORMATS))
@@ -120,6 +122,8 @@ async def test_a_30_second_segment_of_every_audio_format_is_16_khz_mono_and_the_
     assert abs(len(pcm) / 2 / RATE - 30.0) <= 0.03
     # A 440 Hz tone crosses zero 880 times a second.
     assert abs(media.zero_crossings(pcm) / 30.0 - 880) < 10
+    # Decoding began at a seek near 10 s (a codec frame or a few before it), not at 0.
+    assert 9.0 <= view.meta["decoded_from_seconds"] <= 10.0
 
 
 async def test_keyframes_are_where_the_video_has_them_and_show_their_frame(

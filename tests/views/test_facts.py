@@ -11,6 +11,9 @@ from mcp.types import ResourceLink, TextContent
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from mcp_resources.content import tool_result_for
+from mcp_resources.resources import StoreResources
+from mcp_resources.server import fixed_caller
+from mcp_resources.views import first_view_uri
 from tests.mcp.conftest import CALLER, put
 from tests.views import media
 from tests.views.conftest import PDF_PAGES, MediaSet
@@ -81,3 +84,19 @@ async def test_tool_result_for_a_long_recording_names_the_segment_view(
     text = result.content[0]
     assert isinstance(text, TextContent)
     assert "hear the first 30 s with read_artifact(uri, start_seconds=0, duration_seconds=30)" in text.text
+
+
+async def test_the_first_view_uri_of_a_pdf_and_a_recording_reads_as_a_view(
+    store: ArtifactService, media_set: MediaSet
+) -> None:
+    report = await store.get_artifact(CALLER, media_set.ids["report.pdf"])
+    scan = await store.get_artifact(CALLER, media_set.ids["scan.pdf"])
+    tone = await store.get_artifact(CALLER, media_set.ids["tone.flac"])
+    picture = await store.get_artifact(CALLER, media_set.ids["picture.png"])
+    assert first_view_uri(report) == f"{report.uri}/pages/1.txt"
+    assert first_view_uri(scan) == f"{scan.uri}/pages/1.png"
+    assert first_view_uri(tone) == f"{tone.uri}/audio?start=0&duration=30"
+    assert first_view_uri(picture) is None
+    resources = StoreResources(store, fixed_caller(CALLER))
+    read = await resources.read(CALLER, str(first_view_uri(tone)))
+    assert read.contents[0].mime_type == "audio/wav"
