@@ -106,6 +106,9 @@ class Settings(BaseSettings):
     mcp_window_max: int = Field(default=1 * MiB, gt=0)
     mcp_chunk_max: int = Field(default=2 * MiB, gt=0)
     image_long_edge: int = Field(default=1024, gt=0)
+    proxy_max_argument_bytes: int = Field(default=20 * MiB, gt=0)
+    """The most bytes the artifact URIs of one tool call may bring into its arguments (``blobstore proxy``
+    and embedded tools, ``mcp_resources.handles``); a larger handle is refused naming this setting."""
 
     log_level: str = "info"
     audit_log: Path | None = None
