@@ -108,7 +108,12 @@ class Settings(BaseSettings):
     image_long_edge: int = Field(default=1024, gt=0)
     proxy_max_argument_bytes: int = Field(default=20 * MiB, gt=0)
     """The most bytes the artifact URIs of one tool call may bring into its arguments (``blobstore proxy``
-    and embedded tools, ``mcp_resources.handles``); a larger handle is refused naming this setting."""
+    and embedded tools, ``mcp_resources.handles``); a larger handle is refused naming this setting. It also
+    caps a file an embedded tool's file parameter fetches from a ``download_url``."""
+    file_download_origins: Annotated[tuple[str, ...], NoDecode] = ()
+    """Origins (``scheme://host[:port]``) whose ``download_url`` an embedded tool's file parameter may fetch
+    (``{download_url, file_id}``, ChatGPT's ``openai/fileParams``); comma-separated in
+    ``BLOBSTORE_FILE_DOWNLOAD_ORIGINS``. Empty: such objects are refused."""
 
     log_level: str = "info"
     audit_log: Path | None = None
@@ -169,7 +174,7 @@ class Settings(BaseSettings):
             raise ValueError("must be debug, info, warning or error")
         return value.lower()
 
-    @field_validator("cors_origins", mode="before")
+    @field_validator("cors_origins", "file_download_origins", mode="before")
     @classmethod
     def _check_cors_origins(cls, value: Any) -> tuple[str, ...]:
         items = value.split(",") if isinstance(value, str) else list(value or ())

@@ -100,7 +100,7 @@ class ArgumentHandles:
             started = time.monotonic()
             data = await self.read(found)
             found.slot.replace(self._encoded(found, data))
-            self._audit(caller, tool, found, started)
+            self.audit_resolved(caller, tool, found, started)
         return copied
 
     async def locate(self, caller: Caller, handles: list[Slot]) -> list[Located]:
@@ -110,6 +110,7 @@ class ArgumentHandles:
         total = 0
         for slot in handles:
             found = await self.look_up(caller, slot)
+            self.check_size(found)
             total += found.span.length
             if total > self.max_bytes:
                 raise LimitExceeded(
@@ -122,6 +123,9 @@ class ArgumentHandles:
         return located
 
     async def look_up(self, caller: Caller, slot: Slot) -> Located:
+        """The artifact (and the span of it) a handle names, as ``caller``; ``not_found`` alike for missing,
+        malformed, expired and foreign ones."""
+        require_scope(caller, Scope.READ)
         uri = slot.value
         ref = parse_store_uri(uri)
         if ref is None:
@@ -131,7 +135,11 @@ class ArgumentHandles:
         except NotFound:
             raise NotFound(f"{slot.name}: artifact not found", argument=slot.name, uri=uri) from None
         # A window without a length runs to the end of the artifact, not to the MCP read window's maximum.
-        span = window(ref.offset, ref.length, artifact.size, artifact.size)
+        return Located(slot, artifact, blob, window(ref.offset, ref.length, artifact.size, artifact.size))
+
+    def check_size(self, found: Located) -> None:
+        """Refuse a handle whose bytes are more than an argument may carry."""
+        span, slot, uri = found.span, found.slot, found.slot.value
         if span.length > self.max_bytes:
             raise LimitExceeded(
                 f"{slot.name}: {uri} is {span.length} bytes, more than the {self.max_bytes} bytes an "
@@ -141,7 +149,6 @@ class ArgumentHandles:
                 size=span.length,
                 max_argument_bytes=self.max_bytes,
             )
-        return Located(slot, artifact, blob, span)
 
     async def read(self, found: Located) -> bytes:
         """The located bytes (each storage block verified as it is read)."""
@@ -160,7 +167,7 @@ class ArgumentHandles:
                 argument=found.slot.name,
             ) from None
 
-    def _audit(self, caller: Caller, tool: str, found: Located, started: float) -> None:
+    def audit_resolved(self, caller: Caller, tool: str, found: Located, started: float) -> None:
         self.audit.record(
             actor=caller.actor,
             namespace=caller.namespace,
