@@ -115,6 +115,18 @@ class Settings(BaseSettings):
     (``{download_url, file_id}``, ChatGPT's ``openai/fileParams``); comma-separated in
     ``BLOBSTORE_FILE_DOWNLOAD_ORIGINS``. Empty: such objects are refused."""
 
+    # Media views (docs/views.md).
+    view_max_pages: int = Field(default=10, ge=1, le=100)
+    """Pages one ``read_artifact(pages=...)`` call may ask for."""
+    view_max_audio_seconds: float = Field(default=30.0, gt=0, le=600)
+    """Longest audio segment one view returns."""
+    view_timeout_seconds: float = Field(default=30.0, gt=0)
+    """A decoder worker still running after this is killed (``view_timeout``)."""
+    view_workers: int = Field(default=2, ge=1, le=64)
+    """Decoder worker processes running at once; further views wait for one."""
+    view_memory_bytes: int = Field(default=2 * 1024 * MiB, ge=256 * MiB)
+    """Address-space limit of one decoder worker; a decoder that needs more fails with ``view_too_large``."""
+
     log_level: str = "info"
     audit_log: Path | None = None
     """File for audit JSON lines (made 0600); ``-``: standard output; default ``data_dir/audit.jsonl``."""
@@ -126,6 +138,15 @@ class Settings(BaseSettings):
     cors_origins: Annotated[tuple[str, ...], NoDecode] = ()
     """Origins (``scheme://host[:port]``) whose pages may call the HTTP API and ``/mcp`` across origins;
     comma-separated in ``BLOBSTORE_CORS_ORIGINS``. Empty: no CORS (``blobstore.api.cors``)."""
+
+    # The web console.
+    console: bool | None = None
+    """Serve the web console at ``/console`` (``blobstore.api.console``); default: on when the server binds
+    loopback only (where local mode applies), off otherwise until enabled."""
+    link_key: str | None = Field(default=None, min_length=32, repr=False)
+    """Key of the signed share links (HMAC-SHA256; ``blobstore.signed_links``); default: a random key kept in
+    ``data_dir/link-signing.key``. Replicas share links only when they share the key; changing it revokes
+    every link signed with the old one."""
 
     # Observability.
     metrics: bool = False
@@ -218,6 +239,10 @@ class Settings(BaseSettings):
             ),
         }
         return {name: why for name, (ignored, why) in reasons.items() if ignored}
+
+    @property
+    def console_enabled(self) -> bool:
+        return self.binds_loopback_only if self.console is None else self.console
 
     @property
     def resolved_audit_log(self) -> Path:

@@ -30,6 +30,8 @@ Hierarchy::
     │   └── TooManyRanges         too_many_ranges
     ├── Unauthorized              unauthorized
     ├── Forbidden                 forbidden             (missing scope; never used for foreign namespaces)
+    │   ├── CsrfRejected          forbidden             (a console change without its CSRF token)
+    │   └── LinkRefused           forbidden             (a signed link expired, tampered with or revoked)
     ├── RequestTimeout            request_timeout       (a request body stalled)
     ├── StorageFull               storage_full          (ENOSPC, EDQUOT)
     ├── StorageUnavailable        storage_unavailable   (I/O error, backend down)
@@ -37,6 +39,10 @@ Hierarchy::
     ├── Corruption                corruption            (stored bytes fail their checksum)
     ├── Internal                  internal
     ├── UpstreamUnavailable       upstream_unavailable  (the proxy's upstream MCP server is gone)
+    ├── UnsupportedMedia          unsupported_media     (a view of a type that has no such view)
+    ├── MediaInvalid              media_invalid         (the decoder refused the bytes: truncated, encrypted)
+    ├── ViewTooLarge              view_too_large        (a view over its pixel, memory or size budget)
+    ├── ViewTimeout               view_timeout          (the decoder ran past BLOBSTORE_VIEW_TIMEOUT_SECONDS)
     └── ServerUnreachable         server_unreachable    (client side: no answer from the server at all)
 """
 
@@ -172,6 +178,14 @@ class Forbidden(BlobstoreError):
     default_message = "token lacks the required scope"
 
 
+class CsrfRejected(Forbidden):
+    default_message = "the request lacks the console's CSRF token, or comes from another site"
+
+
+class LinkRefused(Forbidden):
+    default_message = "the link has expired or is not valid"
+
+
 class RequestTimeout(BlobstoreError):
     code = "request_timeout"
     default_message = "the request body stalled; nothing arrived for too long"
@@ -230,6 +244,34 @@ class UpstreamUnavailable(BlobstoreError):
 
     code = "upstream_unavailable"
     default_message = "the upstream MCP server is unavailable"
+
+
+class UnsupportedMedia(BlobstoreError):
+    """A media view asked of an artifact whose type has no such view (pages of a WAV, audio of a PNG)."""
+
+    code = "unsupported_media"
+    default_message = "this view does not apply to the artifact's media type"
+
+
+class MediaInvalid(BlobstoreError):
+    """The decoder refused the artifact's bytes: truncated, encrypted, malformed or not what its type says."""
+
+    code = "media_invalid"
+    default_message = "the artifact's bytes could not be decoded as its media type"
+
+
+class ViewTooLarge(BlobstoreError):
+    """A view would exceed its budget: pixels, the decoder's memory, or the answer's size."""
+
+    code = "view_too_large"
+    default_message = "the view exceeds its size, pixel or memory budget"
+
+
+class ViewTimeout(BlobstoreError):
+    """The decoder did not finish within ``BLOBSTORE_VIEW_TIMEOUT_SECONDS``; its worker was killed."""
+
+    code = "view_timeout"
+    default_message = "decoding the view took too long"
 
 
 class ServerUnreachable(BlobstoreError):

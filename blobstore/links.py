@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, TypedDict
 
+from blobstore.media import first_view_hint
 from blobstore.models import ARTIFACT_URI_PREFIX, Artifact
 from blobstore.units import human_bytes
 
@@ -47,7 +48,11 @@ def describe(artifact: Artifact) -> str:
         parts.append(f"{media['width']}x{media['height']} px")
     if media.get("duration_seconds") is not None:
         parts.append(f"{media['duration_seconds']:.1f} s")
-    return f"{artifact.name} ({', '.join(parts)})"
+    if media.get("pages"):
+        parts.append(f"{media['pages']} page{'s' if media['pages'] != 1 else ''}")
+    line = f"{artifact.name} ({', '.join(parts)})"
+    hint = first_view_hint(artifact.mime_type, media)
+    return f"{line}; {hint}" if hint else line
 
 
 def title_of(artifact: Artifact) -> str:

@@ -13,6 +13,7 @@ import mimetypes
 import re
 import struct
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 PROBE_BYTES = 256 * 1024
@@ -127,3 +128,56 @@ def _wav_facts(head: bytes) -> dict[str, Any]:
             }
         pos = body + chunk_size + (chunk_size & 1)
     return {}
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.1f}"
+
+
+# -- facts in words (the resource_link description, tool_result_for, the proxy's offload lines) --------
+
+
+def facts_line(mime_type: str, facts: Mapping[str, Any]) -> str | None:
+    """The media facts in words, or None when there are none worth saying: ``PDF, 42 pages, text layer``;
+    ``audio, 612.4 s, 44100 Hz, 2 channels``; ``video, 12.0 s, 1280x720, 25 fps``."""
+    if "pages" in facts:
+        layer = "text layer" if facts.get("text_layer") else "no text layer (scanned pages)"
+        noun = "page" if facts["pages"] == 1 else "pages"
+        return f"PDF, {facts['pages']} {noun}, {layer}"
+    duration = facts.get("duration_seconds")
+    if not isinstance(duration, int | float):
+        return None
+    if mime_type.startswith("video/") and "width" in facts:
+        rate = facts.get("frame_rate")
+        shown = f", {rate:g} fps" if isinstance(rate, int | float) else ""
+        return f"video, {_seconds(duration)} s, {facts['width']}x{facts['height']}{shown}"
+    parts = [f"audio, {_seconds(duration)} s"]
+    if facts.get("sample_rate"):
+        parts.append(f"{facts['sample_rate']} Hz")
+    if facts.get("channels"):
+        parts.append(f"{facts['channels']} channel{'s' if facts['channels'] != 1 else ''}")
+    return ", ".join(parts)
+
+
+def first_view_hint(mime_type: str, facts: Mapping[str, Any], max_audio_seconds: float = 30.0) -> str | None:
+    """The view to call first: ``read page 1 with read_artifact(uri, pages="1")``."""
+    if "pages" in facts:
+        return 'read page 1 with read_artifact(uri, pages="1")'
+    duration = facts.get("duration_seconds")
+    if not isinstance(duration, int | float):
+        return None
+    if mime_type.startswith("video/"):
+        return "see it with read_artifact(uri, frames=6); hear it with read_artifact(uri, start_seconds=0)"
+    length = min(max_audio_seconds, duration)
+    return (
+        f"hear the first {length:g} s with read_artifact(uri, start_seconds=0, duration_seconds={length:g})"
+    )
+
+
+def media_summary(mime_type: str, facts: Mapping[str, Any], max_audio_seconds: float = 30.0) -> str | None:
+    """:func:`facts_line` and :func:`first_view_hint` in one sentence, for offload and link lines."""
+    line = facts_line(mime_type, facts)
+    if line is None:
+        return None
+    hint = first_view_hint(mime_type, facts, max_audio_seconds)
+    return f"{line}; {hint}" if hint else line

@@ -6,7 +6,7 @@ Every layer may import from here; this module imports from no other part of the 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar, overload
@@ -297,3 +297,34 @@ class UploadStatus:
     received_bytes: int
     missing: list[int] | None
     """Indexes missing below the last known chunk; None when the size was not declared and no end is known."""
+
+
+# -- the web console's listings -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactFilter:
+    """Narrowing of a listing; every member optional, all given ones must hold."""
+
+    mime: str | None = None
+    """``image`` (a whole family) or ``image/png`` (exactly)."""
+    name_prefix: str | None = None
+    search: str | None = None
+    """A part of the name, or the beginning of the SHA-256 (hex)."""
+    metadata: Mapping[str, str] | None = None
+    """Exact values of string members of the artifact's metadata (e.g. the proxy's ``upstream``, ``tool``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceUsage:
+    namespace: str
+    artifacts: int
+    bytes: int
+    bytes_stored: int
+    """Bytes of the distinct blobs the namespace's artifacts hold: what dedup left of :attr:`bytes`."""
+    bytes_offloaded: int
+    """Bytes of what the MCP proxy kept out of the model's context (``metadata.source == "proxy"``)."""
+
+    @property
+    def bytes_deduplicated(self) -> int:
+        return self.bytes - self.bytes_stored

@@ -87,6 +87,25 @@ def estimate_image_tokens(
     return math.ceil(w / tile) * math.ceil(h / tile) * tokens_per_tile + base
 
 
+AUDIO_TOKENS_PER_SECOND: Final = 32
+"""Audio input is billed by time, not bytes: 32 tokens per second is Gemini's published rate, and the
+highest of the hosts that take audio blocks, so the estimate errs on the side of the budget."""
+TEXT_CHARS_PER_TOKEN: Final = 4
+"""English prose runs about four characters per token in the common tokenizers."""
+
+
+def estimate_audio_tokens(seconds: float) -> int:
+    """Tokens an audio-capable model spends on ``seconds`` of audio (any sample rate): ``ceil(32 * s)``."""
+    if seconds < 0:
+        raise ValueError("seconds must not be negative")
+    return math.ceil(seconds * AUDIO_TOKENS_PER_SECOND)
+
+
+def estimate_text_tokens(text: str) -> int:
+    """Tokens of a text (a page's text layer): ``ceil(characters / 4)``."""
+    return math.ceil(len(text) / TEXT_CHARS_PER_TOKEN)
+
+
 # -- links ----------------------------------------------------------------------------------------------
 
 

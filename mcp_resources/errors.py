@@ -55,6 +55,11 @@ JSONRPC_CODES: Final[dict[str, int]] = {
     "corruption": INTERNAL_ERROR,
     "internal": INTERNAL_ERROR,
     "upstream_unavailable": INTERNAL_ERROR,
+    # Media views: the model can pick another view, another page or a shorter segment.
+    "unsupported_media": INVALID_PARAMS,
+    "media_invalid": INVALID_PARAMS,
+    "view_too_large": INVALID_PARAMS,
+    "view_timeout": INVALID_PARAMS,
     "server_unreachable": INTERNAL_ERROR,
 }
 

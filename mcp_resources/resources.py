@@ -33,21 +33,25 @@ from blobstore.links import describe, iso_utc, title_of
 from blobstore.models import Artifact, Caller, Scope
 from blobstore.ranges import Window
 from blobstore.service import ArtifactService
+from blobstore.views.engine import views_for
 from mcp_resources.errors import mcp_handler
 from mcp_resources.uris import (
     ARTIFACT_META_KEY,
+    META_PREFIX,
     WINDOW_META_KEY,
     WINDOW_URI_TEMPLATE,
     ArtifactRef,
     parse_store_uri,
     window_uri,
 )
+from mcp_resources.views import ViewRef, parse_view_uri, read_view_uri, view_templates
 from mcp_resources.wire_blobs import base64_text
 
 CallerResolver = Callable[[ServerRequestContext[Any, Any]], Caller]
 """Who is asking, from the request context (HTTP request, or nothing on stdio and in memory)."""
 
 DEFAULT_PAGE_SIZE: Final = 100
+VIEW_META_KEY: Final = f"{META_PREFIX}/view"
 IMMUTABLE_TTL_MS: Final = 365 * 24 * 3600 * 1000
 """An artifact's bytes never change, so a read stays fresh until the artifact expires (at most a year)."""
 TEMPLATES_TTL_MS: Final = 24 * 3600 * 1000
@@ -205,7 +209,8 @@ class StoreResources:
                 title="Artifact byte window",
                 uri_template=WINDOW_URI_TEMPLATE,
                 description=window_description(self.inline_limit, self.max_window),
-            )
+            ),
+            *view_templates(),
         ]
 
     @mcp_handler
@@ -248,6 +253,9 @@ class StoreResources:
         return found.result()
 
     async def _contents(self, caller: Caller, uri: str) -> ReadContents:
+        view = parse_view_uri(uri)
+        if view is not None:
+            return await self._read_view(caller, uri, view)
         ref = parse_store_uri(uri)
         if ref is None:
             raise NotFound()
@@ -327,5 +335,18 @@ class StoreResources:
             meta=self._meta(artifact, win, data, next_uri),
             text=None,
             blob=base64_text(data),
+            ttl_ms=self._ttl_ms(artifact),
+        )
+
+    async def _read_view(self, caller: Caller, uri: str, ref: ViewRef) -> ReadContents:
+        """A page's text or image, or an audio segment: immutable like the artifact, fresh as long."""
+        found = await read_view_uri(views_for(self.service), caller, ref)
+        artifact = found.source.artifact
+        return ReadContents(
+            uri=uri,
+            mime_type=found.mime_type,
+            meta={VIEW_META_KEY: {**found.meta, "source": artifact.uri}},
+            text=found.text,
+            blob=base64_text(found.data) if found.data is not None else None,
             ttl_ms=self._ttl_ms(artifact),
         )

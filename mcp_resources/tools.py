@@ -19,7 +19,7 @@ import base64
 import binascii
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
@@ -42,10 +42,12 @@ from blobstore.auth import require_scope
 from blobstore.errors import BlobstoreError, InvalidRequest, LimitExceeded
 from blobstore.models import Caller, Scope, UploadSession
 from blobstore.units import human_bytes
+from blobstore.views.engine import views_for
 from mcp_resources.content import resource_link_for
 from mcp_resources.errors import jsonrpc_code, mcp_handler, tool_failure
 from mcp_resources.resources import CallerResolver, StoreResources
 from mcp_resources.uris import WINDOW_META_KEY, parse_store_uri, window_uri
+from mcp_resources.views import ViewArgs, view_result
 
 TOOLS_TTL_MS: Final = 3600 * 1000
 TOOL_SCOPES: Final[dict[str, Scope]] = {
@@ -107,6 +109,39 @@ class ReadArtifactArgs(_Args):
         default=None, ge=0, description="First byte of the window (overrides the URI's)."
     )
     length: int | None = Field(default=None, gt=0, description="Window length (overrides the URI's).")
+    pages: str | None = Field(
+        default=None,
+        max_length=200,
+        description='PDF: pages to read, 1-based: "7", "3-5", "1,4,9-10" (at most max_pages per call).',
+    )
+    page_format: Literal["text", "image", "both"] = Field(
+        default="text",
+        description="PDF: the text layer (default; a page without one comes as its image), the rendered "
+        "page image, or both.",
+    )
+    start_seconds: float | None = Field(
+        default=None, ge=0, description="Audio or video: where the segment starts, in seconds."
+    )
+    duration_seconds: float | None = Field(
+        default=None, gt=0, description="Audio or video: segment length in seconds (default and maximum 30)."
+    )
+    frames: int | None = Field(
+        default=None, ge=1, le=8, description="Video: this many evenly spaced keyframes (at most 8)."
+    )
+    frames_layout: Literal["frames", "sheet"] = Field(
+        default="frames", description='Video: one image per frame, or all in one contact "sheet".'
+    )
+    region: str | None = Field(
+        default=None,
+        max_length=60,
+        description='Image: the crop "x,y,w,h" in the original\'s pixels.',
+    )
+    max_edge: int | None = Field(
+        default=None,
+        ge=16,
+        le=4096,
+        description="Image, page image or frame: the longest side in pixels (default: the long-edge budget).",
+    )
 
 
 def _schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -193,7 +228,11 @@ class StoreTools:
             "read_artifact": (
                 "Read an artifact (or a byte window of it) as content blocks, for hosts that cannot read "
                 "resources. "
-                f"Windows are at most {window} bytes; the result says where the next window starts.",
+                f"Windows are at most {window} bytes; the result says where the next window starts. "
+                "Media are better read as views: a PDF's pages (pages, page_format), a segment of audio or "
+                "video (start_seconds, duration_seconds; 16 kHz mono WAV), a video's keyframes (frames), an "
+                "image's region (region, max_edge). A view's first text block says what it holds, its last "
+                "how to read the next piece.",
                 ToolAnnotations(read_only_hint=True, idempotent_hint=True),
             ),
         }
@@ -364,6 +403,18 @@ class StoreTools:
     async def read_artifact(
         self, ctx: ServerRequestContext[Any, Any], caller: Caller, args: ReadArtifactArgs
     ) -> CallToolResult:
+        view = ViewArgs(
+            pages=args.pages,
+            page_format=args.page_format,
+            start_seconds=args.start_seconds,
+            duration_seconds=args.duration_seconds,
+            frames=args.frames,
+            frames_layout=args.frames_layout,
+            region=args.region,
+            max_edge=args.max_edge,
+        )
+        if view.asked:
+            return await self._read_view(caller, args, view)
         ref = parse_store_uri(args.uri)
         uri = args.uri
         if ref is not None and (args.offset is not None or args.length is not None):
@@ -390,3 +441,18 @@ class StoreTools:
         )
         blocks: list[ContentBlock] = [TextContent(text=summary), EmbeddedResource(resource=contents)]
         return CallToolResult(content=blocks, structured_content={"window": window})
+
+    async def _read_view(self, caller: Caller, args: ReadArtifactArgs, view: ViewArgs) -> CallToolResult:
+        ref = parse_store_uri(args.uri)
+        if ref is None or ref.has_window:
+            raise InvalidRequest("a view is read from an artifact URI: blobstore://artifacts/{id}")
+        if args.offset is not None or args.length is not None:
+            raise InvalidRequest("offset and length read bytes; a view takes none of them")
+        settings = self.service.settings
+        return await view_result(
+            views_for(self.service),
+            caller,
+            ref.artifact_id,
+            view,
+            budget=max(settings.inline_limit, settings.mcp_window_max),
+        )

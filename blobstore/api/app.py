@@ -18,13 +18,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from blobstore import __version__
+from blobstore.api.console import ConsoleBridge, ConsoleHeaders, install_console
 from blobstore.api.cors import Cors
 from blobstore.api.deps import STATE_KEY, AppState
 from blobstore.api.errors import install_error_handlers
 from blobstore.api.guard import MULTIPART_ALLOWANCE, BodyGuard, MessageGuard
 from blobstore.api.observe import Observe
 from blobstore.api.openapi import install_openapi
-from blobstore.api.routes import artifacts, health, metrics, tus, uploads
+from blobstore.api.routes import artifacts, health, metrics, tus, uploads, views
 from blobstore.config import Settings
 from blobstore.runtime import Runtime, compose, serve
 from blobstore.service import ArtifactService
@@ -84,6 +85,9 @@ def create_app(
     # Innermost: GET and HEAD of the content skip the exception middleware, the router and FastAPI's request
     # machinery, and nothing else does.
     app.add_middleware(artifacts.ContentReads)
+    if settings.console_enabled:
+        # The console's pages call the API under /console/api/ with the session cookie: inside the guards.
+        app.add_middleware(ConsoleBridge)
     app.add_middleware(
         BodyGuard,
         timeout=settings.body_timeout_seconds,
@@ -97,15 +101,20 @@ def create_app(
         app.add_middleware(Cors, origins=settings.cors_origins)
     # Outermost: ids, metrics and the access line cover every answer, the body guard's refusals included.
     app.add_middleware(Observe, routes=app.router.routes, access_log_level=settings.access_log_level)
+    if settings.console_enabled:
+        app.add_middleware(ConsoleHeaders)
     app.include_router(health.router)
     app.include_router(uploads.router)
     app.include_router(artifacts.router)
+    app.include_router(views.router)
     # Ahead of every FastAPI route: the single-request upload (POST of the artifacts collection) skips
     # FastAPI's request machinery; GET and HEAD of the content are answered by `ContentReads` (above).
     app.router.routes.insert(0, artifacts.UploadRoute())
     app.include_router(tus.router)
     if settings.metrics:
         app.include_router(metrics.router)
+    if settings.console_enabled:
+        install_console(app, settings)
     for extension in extensions:
         # The exact path as a route too: a bare Mount answers POST /mcp with a 307 to /mcp/.
         app.router.routes.append(Route(extension.path, endpoint=extension.app))

@@ -65,6 +65,12 @@ STATUS_BY_CODE: Final[Mapping[str, int]] = {
     "corruption": 500,
     "internal": 500,
     "upstream_unavailable": 502,
+    # Media views: a view of the wrong type is 415, bytes the decoder refuses are content the request
+    # cannot be served from (422), a view over budget 413, a decoder past its time 504.
+    "unsupported_media": 415,
+    "media_invalid": 422,
+    "view_too_large": 413,
+    "view_timeout": 504,
     # Never sent by the server: the client's own error when no answer arrives at all.
     "server_unreachable": 503,
 }

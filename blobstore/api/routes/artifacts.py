@@ -317,12 +317,14 @@ async def download_content(
     return await serve_content(request)
 
 
-async def serve_content(request: Request) -> Response:
-    """``GET``/``HEAD`` of an artifact's content, read straight off the request (no dependency resolution)."""
+async def serve_content(request: Request, caller: Caller | None = None) -> Response:
+    """``GET``/``HEAD`` of an artifact's content, read straight off the request (no dependency resolution);
+    for the request's own caller, or for ``caller`` when the route decided who it is (a signed link)."""
     started = time.monotonic()
     state = app_state(request.app)
     service, settings = state.service, state.settings
-    caller = await get_caller(request)
+    if caller is None:
+        caller = await get_caller(request)
     method, headers = request.method, first_values(request.scope["headers"])
     query: dict[str, str] = {}
     if request.scope["query_string"]:

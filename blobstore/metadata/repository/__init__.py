@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from blobstore.metadata.repository.artifacts import ArtifactRepository
 from blobstore.metadata.repository.blobs import BlobRepository
+from blobstore.metadata.repository.browse import BrowseRepository
 from blobstore.metadata.repository.collection import CollectionRepository
 from blobstore.metadata.repository.stats import StatsRepository
 from blobstore.metadata.repository.tokens import TokenRepository
@@ -29,6 +30,7 @@ class MetadataRepository(
     TokenRepository,
     CollectionRepository,
     StatsRepository,
+    BrowseRepository,
 ):
     """Every metadata read and write of the service, over one :class:`~sqlalchemy.ext.asyncio.AsyncEngine`.
 

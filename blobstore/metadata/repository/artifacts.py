@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from blobstore.errors import CompletionLost, Conflict, ContentNotLive, QuotaExceeded
 from blobstore.metadata.repository import rows
-from blobstore.metadata.repository.base import LIVE, RepositoryBase, visible
+from blobstore.metadata.repository.base import LIVE, RepositoryBase, newest_first, visible
 from blobstore.metadata.repository.group_commit import GroupCommit
 from blobstore.metadata.tables import artifacts, blobs, uploads
 from blobstore.models import (
@@ -254,19 +254,9 @@ class ArtifactRepository(RepositoryBase):
     ) -> list[Artifact]:
         """A keyset page, newest first: ``(created_at, id)`` descending, continuing strictly after (older
         than) the ``after`` position; rows inserted meanwhile never shift later pages."""
-        query = sa.select(artifacts).where(artifacts.c.namespace == namespace, visible(now))
-        if after is not None:
-            after_time, after_id = after
-            query = query.where(
-                # Implied by the OR below, but it is what lets SQLite seek the index to the cursor instead of
-                # walking every newer row (with bound parameters it does not derive a range from the OR).
-                artifacts.c.created_at <= after_time,
-                sa.or_(
-                    artifacts.c.created_at < after_time,
-                    sa.and_(artifacts.c.created_at == after_time, artifacts.c.id < after_id),
-                ),
-            )
-        query = query.order_by(artifacts.c.created_at.desc(), artifacts.c.id.desc()).limit(limit)
+        query = newest_first(
+            sa.select(artifacts).where(artifacts.c.namespace == namespace, visible(now)), after, limit
+        )
         async with self._reader.connect() as conn:
             selected = (await conn.execute(query)).all()
         return [rows.artifact(row._mapping) for row in selected]

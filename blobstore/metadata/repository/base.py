@@ -199,6 +199,23 @@ def visible(now: datetime | sa.BindParameter[datetime]) -> sa.ColumnElement[bool
     )
 
 
+def newest_first(query: sa.Select[Any], after: tuple[datetime, str] | None, limit: int) -> sa.Select[Any]:
+    """``query`` over artifacts as a keyset page: ``(created_at, id)`` descending, strictly after (older than)
+    the ``after`` position."""
+    if after is not None:
+        after_time, after_id = after
+        query = query.where(
+            # Implied by the OR below, but it is what lets SQLite seek the index to the cursor instead of
+            # walking every newer row (with bound parameters it does not derive a range from the OR).
+            artifacts.c.created_at <= after_time,
+            sa.or_(
+                artifacts.c.created_at < after_time,
+                sa.and_(artifacts.c.created_at == after_time, artifacts.c.id < after_id),
+            ),
+        )
+    return query.order_by(artifacts.c.created_at.desc(), artifacts.c.id.desc()).limit(limit)
+
+
 def advisory_key(name: str) -> int:
     """The PostgreSQL advisory lock key of ``name``."""
     # Stable across processes and Python versions, unlike hash().

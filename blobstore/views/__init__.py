@@ -1,0 +1,1 @@
+"""Media views: pages of a PDF, segments of audio, keyframes of video, regions of images (docs/views.md)."""

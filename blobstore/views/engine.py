@@ -1,0 +1,274 @@
+"""Media views of stored artifacts: the one implementation behind HTTP, MCP, the proxy and the console.
+
+:class:`MediaViews` looks the source up for the caller (so another namespace's artifact is "not found", as
+everywhere), keys the view by the source's content and the view's parameters, answers from the cache when it
+can and otherwise runs the decoder in a worker process (:mod:`blobstore.views.runner`) over the blob's file
+(local storage) or a private spooled copy (memory, S3).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+
+from blobstore.errors import UnsupportedMedia
+from blobstore.models import Artifact, BlobInfo, Caller
+from blobstore.service import ArtifactService
+from blobstore.views.cache import VIEW_VERSION, View, ViewCache, ViewStore, rendition_key
+from blobstore.views.decoders import Decoded
+from blobstore.views.params import FramesLayout, PageFormat, check_edge, check_frames, check_segment
+from blobstore.views.runner import DecoderRunner
+
+PDF_TYPES: Final = frozenset({"application/pdf"})
+_NOT_IMAGES: Final = frozenset({"image/svg+xml"})
+
+
+def kind_of(mime_type: str) -> str | None:
+    """``pdf``, ``audio``, ``video`` or ``image``: which family of views a type has, if any."""
+    if mime_type in PDF_TYPES:
+        return "pdf"
+    if mime_type.startswith("audio/"):
+        return "audio"
+    if mime_type.startswith("video/"):
+        return "video"
+    if mime_type.startswith("image/") and mime_type not in _NOT_IMAGES:
+        return "image"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """An artifact the caller may read, with the blob its views decode."""
+
+    artifact: Artifact
+    blob: BlobInfo
+
+    @property
+    def kind(self) -> str | None:
+        return kind_of(self.artifact.mime_type)
+
+
+@dataclass(frozen=True, slots=True)
+class PageView:
+    """One page of a ``pages`` read: its text layer (None when only the image was asked for) and its image
+    (asked for, or standing in for a page without a text layer)."""
+
+    page: int
+    text: str | None
+    image: View | None
+    text_layer: bool
+
+
+class MediaViews:
+    def __init__(self, service: ArtifactService, *, root: Path | None = None) -> None:
+        settings = service.settings
+        self.service = service
+        self.root = root if root is not None else settings.data_dir / "views"
+        self.cache = ViewCache(ViewStore(self.root), service.now)
+        self.runner = DecoderRunner(
+            workers=settings.view_workers,
+            timeout=settings.view_timeout_seconds,
+            memory_bytes=settings.view_memory_bytes,
+        )
+        self.max_pages = settings.view_max_pages
+        self.max_audio_seconds = settings.view_max_audio_seconds
+        self.default_edge = settings.image_long_edge
+
+    # -- sources --------------------------------------------------------------------------------------------
+
+    async def open(self, caller: Caller, artifact_id: str, *, kinds: tuple[str, ...] = ()) -> Source:
+        """The caller's artifact (NotFound otherwise), refused with ``unsupported_media`` unless its type is
+        one of ``kinds``."""
+        artifact, blob = await self.service.open_artifact(caller, artifact_id)
+        source = Source(artifact, blob)
+        if kinds and source.kind not in kinds:
+            wanted = " or ".join(kinds)
+            raise UnsupportedMedia(
+                f"{artifact.name} is {artifact.mime_type}; this view needs {wanted}",
+                mime_type=artifact.mime_type,
+            )
+        return source
+
+    @contextlib.asynccontextmanager
+    async def _path(self, source: Source) -> AsyncIterator[str]:
+        """A file of the source's bytes: the blob itself on local storage, else a spooled private copy."""
+        local = self.service.local_path(source.blob)
+        if local is not None:
+            yield str(local)
+            return
+        spool = self.root / "tmp"
+        await anyio.Path(spool).mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=spool, prefix="source-")
+        os.close(fd)
+        try:
+            async with await anyio.open_file(name, "wb") as out:
+                async for piece in self.service.stream(source.blob):
+                    await out.write(piece)
+            yield name
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                await anyio.Path(name).unlink()
+
+    async def _decode(self, source: Source, op: str, **args: Any) -> Decoded:
+        async with self._path(source) as path:
+            return await self.runner.run(op, path=path, **args)
+
+    def _key(self, source: Source, params: Mapping[str, Any]) -> str:
+        return rendition_key(source.artifact.sha256, params, VIEW_VERSION)
+
+    @staticmethod
+    def _expiry(source: Source) -> datetime | None:
+        return source.artifact.expires_at
+
+    async def _one(
+        self, source: Source, params: Mapping[str, Any], compute: Callable[[], Awaitable[View]]
+    ) -> View:
+        return await self.cache.get_or_create(self._key(source, params), self._expiry(source), compute)
+
+    async def _many(
+        self,
+        source: Source,
+        params: list[dict[str, Any]],
+        compute: Callable[[list[int]], Awaitable[list[View]]],
+    ) -> list[View]:
+        """Views for each of ``params``: those in the cache from it, the rest made by one decoder run."""
+        keys = [self._key(source, p) for p in params]
+        expires = self._expiry(source)
+        found: list[View | None] = [await self.cache.lookup(key, expires) for key in keys]
+        missing = [i for i, view in enumerate(found) if view is None]
+        if missing:
+            for i, view in zip(missing, await compute(missing), strict=True):
+                await self.cache.put(keys[i], view, expires)
+                found[i] = view
+        return [view for view in found if view is not None]
+
+    # -- facts ----------------------------------------------------------------------------------------------
+
+    async def facts(self, source: Source) -> dict[str, Any]:
+        """Page count and text layer (PDF); duration, rate, channels (audio); duration, size, rate (video).
+        Empty for types without deep facts (images keep the facts taken at upload)."""
+        kind = source.kind
+        if kind not in {"pdf", "audio", "video"}:
+            return {}
+
+        async def compute() -> View:
+            decoded = await self._decode(source, f"{kind}_facts")
+            return View(
+                data=json.dumps(decoded.meta).encode(), mime_type="application/json", meta=decoded.meta
+            )
+
+        view = await self._one(source, {"op": "facts", "kind": kind}, compute)
+        return dict(view.meta)
+
+    # -- PDF ------------------------------------------------------------------------------------------------
+
+    async def page_texts(self, source: Source, pages: tuple[int, ...]) -> list[View]:
+        """The text layer of each page (UTF-8; empty for a page without one)."""
+        wanted = list(pages)
+
+        async def compute(missing: list[int]) -> list[View]:
+            decoded = await self._decode(source, "pdf_pages_text", pages=[wanted[i] for i in missing])
+            return [View(data=data, mime_type="text/plain", meta=meta) for meta, data in decoded.parts]
+
+        return await self._many(source, [{"op": "page_text", "page": page} for page in wanted], compute)
+
+    async def page_image(self, source: Source, page: int, max_edge: int | None = None) -> View:
+        edge = check_edge(max_edge or self.default_edge)
+
+        async def compute() -> View:
+            decoded = await self._decode(source, "pdf_page_png", number=page, max_edge=edge)
+            meta, data = decoded.parts[0]
+            return View(data=data, mime_type="image/png", meta=meta)
+
+        return await self._one(source, {"op": "page_png", "page": page, "max_edge": edge}, compute)
+
+    async def pages(
+        self, source: Source, pages: tuple[int, ...], page_format: PageFormat, max_edge: int | None = None
+    ) -> list[PageView]:
+        """Each page as ``page_format`` asks; a page without a text layer gets its image instead of text
+        (there is no OCR engine in this build)."""
+        texts = await self.page_texts(source, pages) if page_format != "image" else None
+        out: list[PageView] = []
+        for i, page in enumerate(pages):
+            text = texts[i].data.decode("utf-8") if texts is not None else None
+            has_text = bool(text)
+            image = None
+            if page_format != "text" or not has_text:
+                image = await self.page_image(source, page, max_edge)
+            out.append(PageView(page=page, text=text, image=image, text_layer=has_text))
+        return out
+
+    # -- audio and video ------------------------------------------------------------------------------------
+
+    async def audio(self, source: Source, start: float, duration: float | None = None) -> View:
+        """``[start, start + duration)`` as 16 kHz mono PCM WAV; meta gives the exact start, end and total."""
+        start, length = check_segment(
+            start, self.max_audio_seconds if duration is None else duration, self.max_audio_seconds
+        )
+
+        async def compute() -> View:
+            decoded = await self._decode(source, "audio_segment", start=start, duration=length)
+            meta, data = decoded.parts[0]
+            return View(data=data, mime_type="audio/wav", meta=meta)
+
+        return await self._one(source, {"op": "audio", "start": start, "duration": length}, compute)
+
+    async def frames(
+        self, source: Source, count: int, *, max_edge: int | None = None, layout: FramesLayout = "frames"
+    ) -> list[View]:
+        """``count`` evenly spaced keyframes as JPEG (meta: index, time_seconds, size), or one sheet."""
+        count = check_frames(count)
+        edge = check_edge(max_edge or min(self.default_edge, 768))
+        base = {"op": "frames", "count": count, "max_edge": edge, "layout": layout}
+        indexes = [0] if layout == "sheet" else list(range(count))
+
+        async def compute(missing: list[int]) -> list[View]:
+            decoded = await self._decode(source, "video_frames", count=count, max_edge=edge, layout=layout)
+            views = [View(data=data, mime_type="image/jpeg", meta=meta) for meta, data in decoded.parts]
+            return [views[i] for i in missing]
+
+        return await self._many(source, [{**base, "index": i} for i in indexes], compute)
+
+    async def image(
+        self, source: Source, region: tuple[int, int, int, int] | None, max_edge: int | None = None
+    ) -> View:
+        """A crop of the original (its pixels), fitted to the long-edge budget, as PNG."""
+        edge = check_edge(max_edge or self.default_edge)
+        params = {"op": "image", "region": list(region) if region else None, "max_edge": edge}
+
+        async def compute() -> View:
+            decoded = await self._decode(
+                source, "image_view", region=list(region) if region else None, max_edge=edge
+            )
+            meta, data = decoded.parts[0]
+            return View(data=data, mime_type="image/png", meta=meta)
+
+        return await self._one(source, params, compute)
+
+    # -- upkeep ---------------------------------------------------------------------------------------------
+
+    async def sweep(self) -> int:
+        """Delete the views whose sources have all expired (cleanup's ``expire`` step calls this)."""
+        return await self.cache.store.sweep(self.service.now())
+
+
+_ENGINES: weakref.WeakKeyDictionary[ArtifactService, MediaViews] = weakref.WeakKeyDictionary()
+
+
+def views_for(service: ArtifactService) -> MediaViews:
+    """The one view engine of an open store. Found from the service every edge already holds, so that HTTP,
+    MCP (standalone, embedded, behind the proxy) and the console share one cache and one worker limit."""
+    engine = _ENGINES.get(service)
+    if engine is None:
+        engine = _ENGINES[service] = MediaViews(service)
+    return engine

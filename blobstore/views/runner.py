@@ -1,0 +1,91 @@
+"""Decoder jobs in worker processes: bounded in number, time, memory and answer size.
+
+A process per job, not a pool: a decoder that hangs or corrupts its heap on hostile bytes takes nothing with
+it, a killed one leaves no half-state behind, and nothing outlives the request that started it. The cost is
+the interpreter's start (tens of milliseconds) on a view's first read; a second read is a cache lookup.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any, Final
+
+import anyio
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from blobstore.errors import BlobstoreError, Internal, MediaInvalid, ViewTimeout, ViewTooLarge, all_codes
+from blobstore.views.decoders import Decoded
+
+MAX_ANSWER_BYTES: Final = 64 * 1024 * 1024
+"""The most a worker may send back (eight 1568-pixel frames as PNG are far below it)."""
+_HEADER_LIMIT: Final = 1024 * 1024
+
+
+def _error(code: str, message: str) -> BlobstoreError:
+    cls = all_codes().get(code, Internal)
+    return cls(message) if cls is not Internal else Internal()
+
+
+class DecoderRunner:
+    """Runs :mod:`blobstore.views.decoders` operations in worker processes, at most ``workers`` at once."""
+
+    def __init__(self, *, workers: int, timeout: float, memory_bytes: int) -> None:
+        self.limiter = anyio.CapacityLimiter(workers)
+        self.timeout = timeout
+        self.memory_bytes = memory_bytes
+        self.started = 0
+        """Worker processes started so far (a cached view starts none)."""
+        self.killed = 0
+        """Workers killed past their time."""
+
+    async def run(self, op: str, **args: Any) -> Decoded:
+        job = json.dumps({"op": op, "args": args}).encode()
+        async with self.limiter:
+            command = [sys.executable, "-m", "blobstore.views.worker", str(self.memory_bytes)]
+            process = await anyio.open_process(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+            )
+            self.started += 1
+            try:
+                with anyio.fail_after(self.timeout):
+                    return await self._exchange(process, job)
+            except TimeoutError:
+                self.killed += 1
+                raise ViewTimeout(
+                    f"decoding took longer than {self.timeout:g} s; the worker was stopped",
+                    timeout_seconds=self.timeout,
+                ) from None
+            finally:
+                if process.returncode is None:
+                    process.kill()
+                with anyio.CancelScope(shield=True):
+                    await process.wait()
+                    await process.aclose()
+
+    async def _exchange(self, process: anyio.abc.Process, job: bytes) -> Decoded:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        await process.stdin.send(job)
+        await process.stdin.aclose()
+        reader = BufferedByteReceiveStream(process.stdout)
+        try:
+            line = await reader.receive_until(b"\n", _HEADER_LIMIT)
+        except (anyio.EndOfStream, anyio.IncompleteRead):
+            # The worker died without an answer: a native decoder crashed on these bytes, or ran out of
+            # its address space before Python could report it.
+            raise MediaInvalid("the decoder stopped on these bytes without an answer") from None
+        except anyio.DelimiterNotFound:
+            raise Internal() from None
+        header = json.loads(line)
+        if not header.get("ok"):
+            raise _error(str(header.get("code")), str(header.get("message")))
+        parts = header.get("parts", [])
+        if sum(int(part["length"]) for part in parts) > MAX_ANSWER_BYTES:
+            raise ViewTooLarge("the view is larger than a view may be")
+        decoded = Decoded(meta=header.get("meta", {}))
+        for part in parts:
+            data = await reader.receive_exactly(int(part["length"])) if part["length"] else b""
+            decoded.parts.append((part["meta"], data))
+        return decoded

@@ -1,0 +1,223 @@
+"""Media made by real tools for the view tests: PDFs written with PDFium (pypdfium2) and Pillow, encrypted by
+qpdf; audio and video encoded by FFmpeg through PyAV. Every file carries what the tests look for: a marker
+per page, a known tone or a sample pattern, a frame number in every frame's brightness."""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import itertools
+import math
+import struct
+import subprocess
+from collections.abc import Callable
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_raw
+from PIL import Image
+
+
+def marker(page: int) -> str:
+    """Page ``page``'s marker: no marker is a prefix of another (P007 vs P070)."""
+    return f"MARKER-P{page:03d}-END"
+
+
+def text_pdf(pages: int, text: Callable[[int], str] = marker) -> bytes:
+    """A PDF of ``pages`` US-letter pages, each with one line of text in a standard font (a text layer)."""
+    pdf = pdfium.PdfDocument.new()
+    try:
+        for number in range(1, pages + 1):
+            page = pdf.new_page(612, 792)
+            line = text(number).encode("utf-16-le") + b"\0\0"
+            buffer = ctypes.create_string_buffer(line, len(line))
+            obj = pdfium_raw.FPDFPageObj_NewTextObj(pdf, b"Helvetica", 20.0)
+            assert pdfium_raw.FPDFText_SetText(
+                obj, ctypes.cast(buffer, ctypes.POINTER(pdfium_raw.FPDF_WCHAR))
+            )
+            pdfium_raw.FPDFPageObj_Transform(obj, 1, 0, 0, 1, 72, 700)
+            pdfium_raw.FPDFPage_InsertObject(page, obj)
+            assert pdfium_raw.FPDFPage_GenerateContent(page)
+            page.close()
+        out = io.BytesIO()
+        pdf.save(out)
+        return out.getvalue()
+    finally:
+        pdf.close()
+
+
+def image_pdf(pages: int = 2) -> bytes:
+    """A scan-like PDF: each page one picture (Pillow's PDF writer), no text at all."""
+    images = [Image.new("RGB", (400, 500), (40 * n, 90, 160)) for n in range(1, pages + 1)]
+    out = io.BytesIO()
+    images[0].save(out, format="PDF", save_all=True, append_images=images[1:])
+    return out.getvalue()
+
+
+def encrypted_pdf(tmp: Path) -> bytes:
+    """A text PDF that qpdf encrypted with a user password (AES-256)."""
+    plain, locked = tmp / "plain.pdf", tmp / "locked.pdf"
+    plain.write_bytes(text_pdf(2))
+    subprocess.run(
+        ["qpdf", "--encrypt", "secret-user", "secret-owner", "256", "--", str(plain), str(locked)], check=True
+    )
+    return locked.read_bytes()
+
+
+def looping_pdf() -> bytes:
+    """A PDF whose page tree is its own child: /Pages 2 lists 2 among its /Kids (with a correct xref)."""
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [2 0 R] /Count 1 >>",
+    ]
+    out = bytearray(b"%PDF-1.7\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    for offset in offsets:
+        out += b"%010d 00000 n \n" % offset
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+# -- audio ------------------------------------------------------------------------------------------------
+
+
+def pattern_sample(index: int) -> int:
+    """Sample ``index`` of the pattern WAV: unlike any neighbour, so an offset of one sample shows."""
+    return ((index * 7919) % 65521) - 32760
+
+
+def pattern_wav(seconds: float, rate: int = 16_000) -> bytes:
+    """16-bit mono PCM whose every sample is :func:`pattern_sample` of its index (the stdlib writer)."""
+    import wave
+
+    count = round(seconds * rate)
+    out = io.BytesIO()
+    with wave.open(out, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(rate)
+        wav.writeframes(struct.pack(f"<{count}h", *(pattern_sample(i) for i in range(count))))
+    return out.getvalue()
+
+
+AUDIO_FORMATS = {
+    # container format, codec, sample rate, sample format
+    "wav": ("wav", "pcm_s16le", 44_100, "s16"),
+    "flac": ("flac", "flac", 44_100, "s16"),
+    "ogg": ("ogg", "libopus", 48_000, "s16"),
+    "mp3": ("mp3", "libmp3lame", 44_100, "s16p"),
+}
+
+
+def tone(kind: str, seconds: float, frequency: float = 440.0, channels: int = 2) -> bytes:
+    """``seconds`` of a sine tone at ``frequency`` Hz, encoded by FFmpeg as ``kind`` (wav, flac, ogg, mp3)."""
+    container_format, codec, rate, sample_format = AUDIO_FORMATS[kind]
+    out = io.BytesIO()
+    layout = "stereo" if channels == 2 else "mono"
+    with av.open(out, "w", format=container_format) as container:
+        stream = container.add_stream(codec, rate=rate, layout=layout)
+        assert isinstance(stream, av.AudioStream)
+        stream.format = sample_format
+        block = 1152 if kind == "mp3" else 960 if kind == "ogg" else 4096
+        total = round(seconds * rate)
+        for start in range(0, total, block):
+            count = min(block, total - start)
+            values = [
+                round(12_000 * math.sin(2 * math.pi * frequency * (start + i) / rate)) for i in range(count)
+            ]
+            frame = av.AudioFrame(format="s16", layout=layout, samples=count)
+            interleaved = [v for v in values for _ in range(channels)]
+            frame.planes[0].update(struct.pack(f"<{count * channels}h", *interleaved))
+            frame.rate = rate
+            frame.pts = start
+            frame.time_base = Fraction(1, rate)
+            for packet in stream.encode(_converted(frame, sample_format, layout, rate)):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return out.getvalue()
+
+
+def _converted(frame: av.AudioFrame, sample_format: str, layout: str, rate: int) -> av.AudioFrame:
+    if sample_format == "s16":
+        return frame
+    resampler = av.AudioResampler(format=sample_format, layout=layout, rate=rate)
+    (converted,) = resampler.resample(frame)
+    converted.pts = frame.pts
+    return converted
+
+
+def lying_wav(claimed_seconds: float = 600.0) -> bytes:
+    """A WAV header that claims ``claimed_seconds`` of audio followed by a tenth of a second of samples."""
+    rate, real = 16_000, 1_600
+    claimed = round(claimed_seconds * rate) * 2
+    header = b"RIFF" + struct.pack("<I", 36 + claimed) + b"WAVE"
+    header += b"fmt " + struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16)
+    header += b"data" + struct.pack("<I", claimed)
+    return header + bytes(2 * real)
+
+
+def samples_of(wav: bytes) -> tuple[int, int, int, bytes]:
+    """Channels, sample rate, sample width and the PCM frames of a WAV file (the stdlib reader)."""
+    import wave
+
+    with wave.open(io.BytesIO(wav), "rb") as reader:
+        return reader.getnchannels(), reader.getframerate(), reader.getsampwidth(), reader.readframes(-1)
+
+
+def zero_crossings(pcm: bytes) -> int:
+    values = struct.unpack(f"<{len(pcm) // 2}h", pcm)
+    return sum(1 for a, b in itertools.pairwise(values) if (a < 0) != (b < 0))
+
+
+# -- video ------------------------------------------------------------------------------------------------
+
+VIDEO_FPS = 10
+VIDEO_GOP = 10
+
+
+def numbered_video(seconds: int = 6) -> bytes:
+    """An H.264 video (x264) at 10 frames/s with a keyframe every second and nowhere else; frame ``n`` is a
+    flat gray of level ``4 * n`` (so a decoded frame tells its number)."""
+    out = io.BytesIO()
+    with av.open(out, "w", format="mp4") as container:
+        stream = container.add_stream(
+            "libx264",
+            rate=VIDEO_FPS,
+            options={"x264-params": f"keyint={VIDEO_GOP}:min-keyint={VIDEO_GOP}:scenecut=0:bframes=0"},
+        )
+        assert isinstance(stream, av.VideoStream)
+        stream.width, stream.height = 320, 240
+        stream.pix_fmt = "yuv420p"
+        for number in range(seconds * VIDEO_FPS):
+            image = Image.new("RGB", (320, 240), (4 * number,) * 3)
+            frame = av.VideoFrame.from_image(image)  # type: ignore[no-untyped-call]
+            frame.pts = number
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return out.getvalue()
+
+
+def gray_level(jpeg: bytes) -> float:
+    """The mean brightness of an image (a frame of :func:`numbered_video` is flat)."""
+    with Image.open(io.BytesIO(jpeg)) as image:
+        gray = image.convert("L")
+        return sum(gray.tobytes()) / (gray.width * gray.height)
+
+
+def png_bytes(width: int, height: int) -> bytes:
+    """A PNG whose pixel (x, y) is (x % 256, y % 256, 0): a crop shows where it was cut."""
+    image = Image.new("RGB", (width, height))
+    image.putdata([(x % 256, y % 256, 0) for y in range(height) for x in range(width)])
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()

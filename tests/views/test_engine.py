@@ -1,0 +1,267 @@
+"""The view engine over real media: what each view holds, its limits, its errors and its cache."""
+
+from __future__ import annotations
+
+import io
+import struct
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from blobstore.config import Settings
+from blobstore.errors import (
+    InvalidRequest,
+    MediaInvalid,
+    NotFound,
+    UnsupportedMedia,
+    ViewTimeout,
+    ViewTooLarge,
+)
+from blobstore.runtime import open_service
+from blobstore.service import ArtifactService
+from blobstore.views.engine import MediaViews
+from tests.views import media
+from tests.views.conftest import CALLER, PDF_PAGES, MediaSet, put
+
+RATE = 16_000
+
+
+@pytest.fixture
+async def store(media_set: MediaSet) -> AsyncIterator[ArtifactService]:
+    async with open_service(media_set.settings) as service:
+        yield service
+
+
+@pytest.fixture
+def views(store: ArtifactService, tmp_path: Path) -> MediaViews:
+    """An engine with a cache of its own, so that its counts are this test's."""
+    return MediaViews(store, root=tmp_path / "views")
+
+
+async def test_each_page_text_holds_its_own_marker_and_no_other(
+    views: MediaViews, media_set: MediaSet
+) -> None:
+    source = await views.open(CALLER, media_set.ids["report.pdf"])
+    assert await views.facts(source) == {
+        "pages": PDF_PAGES,
+        "text_layer": True,
+        "text_pages_checked": PDF_PAGES,
+        "text_pages": PDF_PAGES,
+    }
+    pages = tuple(range(1, PDF_PAGES + 1, 2))
+    texts = await views.page_texts(source, pages)
+    for page, view in zip(pages, texts, strict=True):
+        text = view.data.decode()
+        assert media.marker(page) in text
+        assert [other for other in range(1, PDF_PAGES + 1) if media.marker(other) in text] == [page]
+
+
+async def test_a_page_image_fits_the_long_edge_budget(views: MediaViews, media_set: MediaSet) -> None:
+    source = await views.open(CALLER, media_set.ids["report.pdf"])
+    view = await views.page_image(source, 3, 400)
+    with Image.open(io.BytesIO(view.data)) as image:
+        assert image.format == "PNG"
+        assert max(image.size) == 400
+        assert (view.meta["width"], view.meta["height"]) == image.size
+
+
+async def test_a_page_without_a_text_layer_comes_as_its_image(views: MediaViews, media_set: MediaSet) -> None:
+    source = await views.open(CALLER, media_set.ids["scan.pdf"])
+    facts = await views.facts(source)
+    assert (facts["pages"], facts["text_layer"]) == (2, False)
+    (page,) = await views.pages(source, (2,), "text")
+    assert (page.text, page.text_layer) == ("", False)
+    assert page.image is not None
+    assert page.image.mime_type == "image/png"
+
+
+async def test_a_segment_of_the_pattern_is_the_source_samples_at_that_time(
+    views: MediaViews, media_set: MediaSet
+) -> None:
+    source = await views.open(CALLER, media_set.ids["pattern.wav"])
+    view = await views.audio(source, 40.0, 30.0)
+    channels, rate, width, pcm = media.samples_of(view.data)
+    assert (channels, rate, width) == (1, RATE, 2)
+    assert len(pcm) // 2 == 30 * RATE
+    values = struct.unpack(f"<{len(pcm) // 2}h", pcm)
+    assert list(values) == [media.pattern_sample(40 * RATE + i) for i in range(30 * RATE)]
+    assert (view.meta["start_seconds"], view.meta["end_seconds"]) == (40.0, 70.0)
+    assert view.meta["duration_seconds"] == 70.0
+
+
+@pytest.mark.parametrize("kind", list(media.AUDIO_FORMATS))
+async def test_a_30_second_segment_of_every_audio_format_is_16_khz_mono_and_the_tone(
+    views: MediaViews, media_set: MediaSet, kind: str
+) -> None:
+    source = await views.open(CALLER, media_set.ids[f"tone.{kind}"])
+    facts = await views.facts(source)
+    assert abs(facts["duration_seconds"] - 45.0) < 0.1
+    assert facts["channels"] == 2
+    view = await views.audio(source, 10.0, 30.0)
+    channels, rate, _, pcm = media.samples_of(view.data)
+    assert (channels, rate) == (1, RATE)
+    # 30 s, give or take one codec frame (1152 samples of MP3 at 44.1 kHz is 26 ms).
+    assert abs(len(pcm) / 2 / RATE - 30.0) <= 0.03
+    # A 440 Hz tone crosses zero 880 times a second.
+    assert abs(media.zero_crossings(pcm) / 30.0 - 880) < 10
+
+
+async def test_keyframes_are_where_the_video_has_them_and_show_their_frame(
+    views: MediaViews, media_set: MediaSet
+) -> None:
+    source = await views.open(CALLER, media_set.ids["clip.mp4"])
+    facts = await views.facts(source)
+    assert (facts["duration_seconds"], facts["width"], facts["height"], facts["frame_rate"]) == (
+        6.0,
+        320,
+        240,
+        10.0,
+    )
+    frames = await views.frames(source, 3, max_edge=160)
+    # The middles of three equal slices of 6 s, each on a keyframe (one a second).
+    assert [view.meta["time_seconds"] for view in frames] == [1.0, 3.0, 5.0]
+    for view in frames:
+        number = round(view.meta["time_seconds"] * media.VIDEO_FPS)
+        assert abs(media.gray_level(view.data) - 4 * number) < 4
+        assert max(view.meta["width"], view.meta["height"]) == 160
+    (sheet,) = await views.frames(source, 4, max_edge=320, layout="sheet")
+    assert sheet.meta["times"] == [0.0, 2.0, 3.0, 5.0]
+    assert sheet.meta["columns"] == 2
+
+
+async def test_an_image_region_is_cut_in_original_pixels_and_fitted(
+    views: MediaViews, media_set: MediaSet
+) -> None:
+    source = await views.open(CALLER, media_set.ids["picture.png"])
+    view = await views.image(source, (100, 50, 200, 100), 100)
+    assert view.meta["region"] == [100, 50, 200, 100]
+    with Image.open(io.BytesIO(view.data)) as image:
+        assert image.size == (100, 50)
+        pixel = image.convert("RGB").getpixel((0, 0))
+    assert isinstance(pixel, tuple)
+    assert pixel[:2] == pytest.approx((100, 50), abs=2)
+
+
+async def test_a_second_identical_view_is_a_cache_lookup(views: MediaViews, media_set: MediaSet) -> None:
+    source = await views.open(CALLER, media_set.ids["report.pdf"])
+    await views.page_texts(source, (7,))
+    started, computed, hits = views.runner.started, views.cache.computed, views.cache.hits
+    (again,) = await views.page_texts(source, (7,))
+    assert media.marker(7) in again.data.decode()
+    assert (views.runner.started, views.cache.computed) == (started, computed)
+    assert views.cache.hits == hits + 1
+
+
+async def test_views_expire_with_their_source_and_cleanup_removes_them(
+    store: ArtifactService, tmp_path: Path
+) -> None:
+    views = MediaViews(store, root=tmp_path / "views")
+    artifact = await put(store, media.text_pdf(2), "short.pdf")
+    source = await views.open(CALLER, artifact.id)
+    await views.facts(source)
+    await views.page_texts(source, (1,))
+    assert len(list((tmp_path / "views").glob("??/*"))) == 2  # the facts and the page
+    assert await views.sweep() == 0
+    expires = artifact.expires_at
+    assert expires is not None
+    store.clock = lambda: expires + timedelta(seconds=1)
+    assert await views.sweep() == 2
+    assert list((tmp_path / "views").glob("??/*")) == []
+
+
+async def test_views_of_a_memory_store_decode_a_spooled_copy(tmp_path: Path) -> None:
+    async with open_service(Settings(data_dir=tmp_path, storage_url="memory://")) as service:
+        artifact = await put(service, media.text_pdf(3), "memory.pdf")
+        views = MediaViews(service)
+        source = await views.open(CALLER, artifact.id)
+        (text,) = await views.page_texts(source, (2,))
+        assert media.marker(2) in text.data.decode()
+        assert list((tmp_path / "views" / "tmp").iterdir()) == []
+
+
+async def test_another_namespaces_artifact_is_not_found(views: MediaViews, media_set: MediaSet) -> None:
+    with pytest.raises(NotFound):
+        await views.open(CALLER, media_set.foreign_pdf)
+
+
+async def test_a_view_of_the_wrong_type_is_unsupported_media(views: MediaViews, media_set: MediaSet) -> None:
+    with pytest.raises(UnsupportedMedia):
+        await views.open(CALLER, media_set.ids["pattern.wav"], kinds=("pdf",))
+
+
+async def test_a_segment_over_the_limit_is_refused(views: MediaViews, media_set: MediaSet) -> None:
+    source = await views.open(CALLER, media_set.ids["pattern.wav"])
+    with pytest.raises(InvalidRequest, match="at most 30 s"):
+        await views.audio(source, 0.0, 31.0)
+
+
+def _bad_files(tmp: Path) -> dict[str, tuple[bytes, str, type[Exception]]]:
+    whole = media.text_pdf(4)
+    not_png = b"\x89PNG\r\n\x1a\n" + b"this is not a PNG stream at all" * 10
+    return {
+        "truncated.pdf": (whole[: len(whole) // 2], "application/pdf", MediaInvalid),
+        "encrypted.pdf": (media.encrypted_pdf(tmp), "application/pdf", MediaInvalid),
+        "looping.pdf": (media.looping_pdf(), "application/pdf", MediaInvalid),
+        "not.png": (not_png, "image/png", MediaInvalid),
+    }
+
+
+@pytest.mark.parametrize("name", ["truncated.pdf", "encrypted.pdf", "looping.pdf", "not.png"])
+async def test_every_bad_file_gets_its_code(
+    views: MediaViews, store: ArtifactService, tmp_path: Path, name: str
+) -> None:
+    data, mime_type, error = _bad_files(tmp_path)[name]
+    artifact = await put(store, data, name, mime_type)
+    source = await views.open(CALLER, artifact.id)
+    read = views.pages(source, (1,), "text") if source.kind == "pdf" else views.image(source, None)
+    with pytest.raises(error) as caught:
+        await read
+    assert isinstance(caught.value, MediaInvalid)
+    assert caught.value.code == "media_invalid"
+    if name == "encrypted.pdf":
+        assert "encrypted" in str(caught.value)
+
+
+async def test_a_wav_header_that_lies_about_its_length_gets_media_invalid_past_the_real_end(
+    views: MediaViews, store: ArtifactService
+) -> None:
+    artifact = await put(store, media.lying_wav(600.0), "lying.wav")
+    assert artifact.media["duration_seconds"] == 600.0  # what the header claims
+    source = await views.open(CALLER, artifact.id)
+    assert (await views.facts(source))["duration_seconds"] == pytest.approx(0.1)
+    with pytest.raises(MediaInvalid, match="past the end"):
+        await views.audio(source, 40.0, 30.0)
+
+
+async def test_a_wav_header_with_no_channels_is_media_invalid(
+    views: MediaViews, store: ArtifactService
+) -> None:
+    broken = bytearray(media.pattern_wav(1.0))
+    broken[22:24] = b"\0\0"  # channels = 0
+    artifact = await put(store, bytes(broken), "nochannels.wav")
+    with pytest.raises(MediaInvalid):
+        await views.audio(await views.open(CALLER, artifact.id), 0.0, 1.0)
+
+
+async def test_a_decompression_bomb_is_refused_before_decoding(
+    views: MediaViews, store: ArtifactService
+) -> None:
+    image = Image.new("1", (12_000, 8_000))
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    artifact = await put(store, out.getvalue(), "bomb.png")
+    with pytest.raises(ViewTooLarge):
+        await views.image(await views.open(CALLER, artifact.id), None)
+
+
+async def test_a_decoder_past_its_time_is_killed_and_reported(media_set: MediaSet, tmp_path: Path) -> None:
+    settings = media_set.settings.model_copy(update={"view_timeout_seconds": 0.001})
+    async with open_service(settings) as service:
+        views = MediaViews(service, root=tmp_path / "views")
+        source = await views.open(CALLER, media_set.ids["report.pdf"])
+        with pytest.raises(ViewTimeout):
+            await views.facts(source)
+        assert views.runner.killed == 1

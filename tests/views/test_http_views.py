@@ -1,0 +1,85 @@
+"""Media views over HTTP, against ``blobstore serve``: the routes, their types and their caching."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.views import media
+from tests.views.conftest import PDF_PAGES, MediaSet
+
+
+@pytest.fixture
+async def http(views_http: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=views_http, timeout=60)
+
+
+async def test_a_page_text_holds_its_marker_and_is_immutable(
+    http: httpx.AsyncClient, media_set: MediaSet
+) -> None:
+    pdf = media_set.ids["report.pdf"]
+    async with http:
+        response = await http.get(f"/v1/artifacts/{pdf}/pages/11.txt")
+        again = await http.get(
+            f"/v1/artifacts/{pdf}/pages/11.txt", headers={"If-None-Match": response.headers["etag"]}
+        )
+        other = await http.get(f"/v1/artifacts/{pdf}/pages/10.txt")
+        past = await http.get(f"/v1/artifacts/{pdf}/pages/{PDF_PAGES + 1}.txt")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/plain; charset=utf-8"
+    assert media.marker(11) in response.text
+    assert media.marker(10) not in response.text
+    assert "immutable" in response.headers["cache-control"]
+    assert again.status_code == 304
+    assert again.content == b""
+    assert other.headers["etag"] != response.headers["etag"]
+    assert past.status_code == 404
+
+
+async def test_a_page_image_is_a_png_within_max_edge(http: httpx.AsyncClient, media_set: MediaSet) -> None:
+    async with http:
+        response = await http.get(f"/v1/artifacts/{media_set.ids['report.pdf']}/pages/1.png?max_edge=300")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "image/png"
+    assert response.content.startswith(b"\x89PNG")
+
+
+async def test_an_audio_segment_is_a_16_khz_mono_wav_of_the_source(
+    http: httpx.AsyncClient, media_set: MediaSet
+) -> None:
+    async with http:
+        response = await http.get(f"/v1/artifacts/{media_set.ids['pattern.wav']}/audio?start=40&duration=30")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "audio/wav"
+    assert (response.headers["x-view-start-seconds"], response.headers["x-view-end-seconds"]) == (
+        "40.0",
+        "70.0",
+    )
+    channels, rate, _, pcm = media.samples_of(response.content)
+    assert (channels, rate, len(pcm)) == (1, 16_000, 2 * 30 * 16_000)
+    assert pcm[:2] == media.pattern_sample(40 * 16_000).to_bytes(2, "little", signed=True)
+
+
+async def test_frames_list_their_times_and_image_urls(http: httpx.AsyncClient, media_set: MediaSet) -> None:
+    async with http:
+        listing = await http.get(f"/v1/artifacts/{media_set.ids['clip.mp4']}/frames?count=3")
+        assert listing.status_code == 200
+        body = listing.json()
+        images = [await http.get(frame["url"]) for frame in body["frames"]]
+    assert [frame["time_seconds"] for frame in body["frames"]] == [1.0, 3.0, 5.0]
+    assert body["video"]["duration_seconds"] == 6.0
+    for frame, image in zip(body["frames"], images, strict=True):
+        assert image.headers["content-type"] == "image/jpeg"
+        assert abs(media.gray_level(image.content) - 4 * round(frame["time_seconds"] * 10)) < 4
+
+
+async def test_views_answer_problems_with_the_catalogue_codes(
+    http: httpx.AsyncClient, media_set: MediaSet
+) -> None:
+    async with http:
+        wrong = await http.get(f"/v1/artifacts/{media_set.ids['report.pdf']}/audio")
+        foreign = await http.get(f"/v1/artifacts/{media_set.foreign_pdf}/pages/1.txt")
+        long = await http.get(f"/v1/artifacts/{media_set.ids['pattern.wav']}/audio?duration=31")
+    assert (wrong.status_code, wrong.json()["code"]) == (415, "unsupported_media")
+    assert (foreign.status_code, foreign.json()["code"]) == (404, "not_found")
+    assert (long.status_code, long.json()["code"]) == (400, "invalid_request")

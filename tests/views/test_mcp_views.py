@@ -1,0 +1,176 @@
+"""Media views through the official MCP client: ``read_artifact``'s view arguments and the view resources, in
+both protocol eras, in memory, over streamable HTTP and over stdio."""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any
+
+import pytest
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    AudioContent,
+    BlobResourceContents,
+    CallToolResult,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+)
+from PIL import Image
+
+from tests.views import media
+from tests.views.conftest import PDF_PAGES, TRANSPORTS, MediaSet, connect
+
+
+def uri(media_set: MediaSet, name: str) -> str:
+    return f"blobstore://artifacts/{media_set.ids[name]}"
+
+
+def texts(result: CallToolResult) -> list[str]:
+    return [block.text for block in result.content if isinstance(block, TextContent)]
+
+
+def view_error(result: CallToolResult) -> str:
+    assert result.is_error, result.content
+    assert isinstance(result.structured_content, dict)
+    code: str = result.structured_content["error"]["code"]
+    return code
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+async def test_pages_say_what_they_are_hold_their_marker_and_name_the_next_read(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest
+) -> None:
+    async with connect(transport, media_set, request) as client:
+        result = await client.call_tool(
+            "read_artifact", {"uri": uri(media_set, "report.pdf"), "pages": "3-5"}
+        )
+    assert not result.is_error, result.content
+    first, *pages, last = texts(result)
+    assert first.startswith(f"report.pdf, pages 3-5 of {PDF_PAGES}, text layer; about ")
+    assert last == 'Next: read_artifact(uri, pages="6-8").'
+    for page, text in zip((3, 4, 5), pages, strict=True):
+        found = [other for other in range(1, PDF_PAGES + 1) if media.marker(other) in text]
+        assert found == [page]
+    assert isinstance(result.structured_content, dict)
+    view: dict[str, Any] = result.structured_content["view"]
+    assert (view["pages"], view["page_count"], view["text_layer"]) == ([3, 4, 5], PDF_PAGES, [True] * 3)
+
+
+async def test_an_audio_segment_is_an_audio_block_of_16_khz_mono_with_its_times(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest
+) -> None:
+    arguments = {"uri": uri(media_set, "pattern.wav"), "start_seconds": 40, "duration_seconds": 30}
+    async with connect(transport, media_set, request) as client:
+        result = await client.call_tool("read_artifact", arguments)
+    assert not result.is_error, result.content
+    head, block, tail = result.content
+    assert isinstance(head, TextContent)
+    assert isinstance(block, AudioContent)
+    assert isinstance(tail, TextContent)
+    assert head.text.startswith("pattern.wav, 40.0-70.0 s of 70.0 s, 16 kHz mono WAV; about 960 tokens")
+    assert tail.text == "That segment reaches the end of the recording."
+    channels, rate, _, pcm = media.samples_of(base64.b64decode(block.data))
+    assert (channels, rate, len(pcm)) == (1, 16_000, 2 * 30 * 16_000)
+
+
+async def test_frames_and_regions_come_as_images_between_their_lines(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest
+) -> None:
+    async with connect(transport, media_set, request) as client:
+        frames = await client.call_tool("read_artifact", {"uri": uri(media_set, "clip.mp4"), "frames": 3})
+        region = await client.call_tool(
+            "read_artifact", {"uri": uri(media_set, "picture.png"), "region": "0,0,300,200", "max_edge": 150}
+        )
+    assert not frames.is_error, frames.content
+    assert texts(frames)[0].startswith("clip.mp4, 3 keyframes of 6.0 s (320x240); about ")
+    assert [t for t in texts(frames) if t.startswith("keyframe at")] == [
+        "keyframe at 1.0 s",
+        "keyframe at 3.0 s",
+        "keyframe at 5.0 s",
+    ]
+    assert sum(isinstance(block, ImageContent) for block in frames.content) == 3
+    assert not region.is_error, region.content
+    assert texts(region)[0].startswith("picture.png, region 0,0,300,200 of 600x400 px, shown at 150x100 px")
+    (image,) = [block for block in region.content if isinstance(block, ImageContent)]
+    with Image.open(io.BytesIO(base64.b64decode(image.data))) as decoded:
+        assert decoded.size == (150, 100)
+
+
+async def test_view_resources_are_listed_and_read(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest
+) -> None:
+    pdf, wav = media_set.ids["report.pdf"], media_set.ids["pattern.wav"]
+    async with connect(transport, media_set, request) as client:
+        templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
+        text = (await client.read_resource(f"blobstore://artifacts/{pdf}/pages/9.txt")).contents[0]
+        png = (await client.read_resource(f"blobstore://artifacts/{pdf}/pages/9.png")).contents[0]
+        audio = (
+            await client.read_resource(f"blobstore://artifacts/{wav}/audio?start=5&duration=2.5")
+        ).contents[0]
+        with pytest.raises(MCPError) as past:
+            await client.read_resource(f"blobstore://artifacts/{pdf}/pages/{PDF_PAGES + 1}.txt")
+    assert {
+        "blobstore://artifacts/{artifact_id}/pages/{page}.txt",
+        "blobstore://artifacts/{artifact_id}/pages/{page}.png",
+        "blobstore://artifacts/{artifact_id}/audio{?start,duration}",
+    } <= templates
+    assert isinstance(text, TextResourceContents)
+    assert media.marker(9) in text.text
+    assert media.marker(8) not in text.text
+    assert isinstance(png, BlobResourceContents)
+    assert png.mime_type == "image/png"
+    assert base64.b64decode(png.blob).startswith(b"\x89PNG")
+    assert isinstance(audio, BlobResourceContents)
+    assert audio.mime_type == "audio/wav"
+    channels, rate, _, pcm = media.samples_of(base64.b64decode(audio.blob))
+    assert (channels, rate, len(pcm)) == (1, 16_000, 2 * 40_000)
+    assert past.value.error.data["reason"] == "invalid_request"
+
+
+@pytest.mark.parametrize("transport", ["memory", "http"], indirect=True)
+async def test_views_of_the_wrong_kind_or_beyond_their_limits_are_tool_errors(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest
+) -> None:
+    async with connect(transport, media_set, request) as client:
+        wrong = await client.call_tool("read_artifact", {"uri": uri(media_set, "pattern.wav"), "pages": "1"})
+        many = await client.call_tool("read_artifact", {"uri": uri(media_set, "report.pdf"), "pages": "1-11"})
+        long = await client.call_tool(
+            "read_artifact",
+            {"uri": uri(media_set, "pattern.wav"), "start_seconds": 0, "duration_seconds": 31},
+        )
+        two = await client.call_tool(
+            "read_artifact", {"uri": uri(media_set, "report.pdf"), "pages": "1", "frames": 2}
+        )
+        foreign = await client.call_tool(
+            "read_artifact", {"uri": f"blobstore://artifacts/{media_set.foreign_pdf}", "pages": "1"}
+        )
+    assert view_error(wrong) == "unsupported_media"
+    assert view_error(many) == "invalid_request"
+    assert view_error(long) == "invalid_request"
+    assert view_error(two) == "invalid_request"
+    assert view_error(foreign) == "not_found"
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_a_page_image_over_the_answer_budget_becomes_a_link_to_its_view(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        media_set,
+        "settings",
+        media_set.settings.model_copy(update={"inline_limit": 1024, "mcp_window_max": 1024}),
+    )
+    async with connect(transport, media_set, request) as client:
+        result = await client.call_tool(
+            "read_artifact", {"uri": uri(media_set, "report.pdf"), "pages": "2", "page_format": "image"}
+        )
+    assert not result.is_error, result.content
+    (link,) = [block for block in result.content if isinstance(block, ResourceLink)]
+    assert link.uri == f"{uri(media_set, 'report.pdf')}/pages/2.png"
