@@ -104,7 +104,8 @@ def _is_textual(media_type: str) -> bool:
 
 def binary_form(node: Mapping[str, Any]) -> Form | None:
     """The form a schema node asks binary content in, or None when it does not ask for binary content."""
-    if not _is_string(node):
+    # A fixed value (enum, const) is a choice among strings, not bytes to be supplied.
+    if not _is_string(node) or "enum" in node or "const" in node:
         return None
     encoding = node.get("contentEncoding")
     base64 = isinstance(encoding, str) and encoding.lower() == "base64"
@@ -234,7 +235,7 @@ def advertise_handles(schema: Mapping[str, Any] | None) -> dict[str, Any] | None
     done: set[int] = set()
     for _path, node, _file_param in _walk(rewritten, rewritten, (), frozenset(), False):
         form = binary_form(node)
-        if form is None or id(node) in done or "enum" in node or "const" in node:
+        if form is None or id(node) in done:
             continue
         done.add(id(node))
         _widen(node, form)

@@ -57,6 +57,7 @@ def test_plain_strings_and_other_types_are_not_binary() -> None:
     assert binary_form({"type": "string", "description": "base64 of the image"}) is None
     assert binary_form({"type": "integer", "contentEncoding": "base64"}) is None
     assert binary_form({"type": "object", "x-mcp-file": {}}) is None
+    assert binary_form({"type": "string", "contentEncoding": "base64", "enum": ["AAAA"]}) is None
 
 
 def test_sites_are_found_in_nested_objects_arrays_refs_and_combinators() -> None:
