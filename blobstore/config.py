@@ -11,7 +11,7 @@ import ipaddress
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -126,6 +126,11 @@ class Settings(BaseSettings):
     """Decoder worker processes running at once; further views wait for one."""
     view_memory_bytes: int = Field(default=2 * 1024 * MiB, ge=256 * MiB)
     """Address-space limit of one decoder worker; a decoder that needs more fails with ``view_too_large``."""
+
+    mcp_files_capability: Literal["off", "experimental"] = "off"
+    """``experimental``: the MCP server advertises SEP-2631's ``files`` capability (under ``experimental``)
+    and answers ``files/authorizeUpload`` and ``files/authorizeDownload``
+    (``mcp_resources.files_capability``)."""
 
     log_level: str = "info"
     audit_log: Path | None = None

@@ -53,6 +53,9 @@ from mcp_resources.binary_schema import FILE_PARAM_KEY, HANDLE_HINT, BinarySite,
 from mcp_resources.handles import CAP_SETTING, ArgumentHandles, Located, is_handle
 
 OPENAI_FILE_PARAMS: Final = "openai/fileParams"
+FILE_URI_PREFIX: Final = "blobstore://files/"
+"""SEP-2631 file URIs of this store: ``blobstore://files/<upload id>``, what ``files/authorizeUpload`` returns
+(:mod:`mcp_resources.files_capability`); a file parameter takes one like ``{"upload_id": …}``."""
 ORIGINS_SETTING: Final = "BLOBSTORE_FILE_DOWNLOAD_ORIGINS"
 FETCH_TIMEOUT_SECONDS: Final = 30.0
 _PIECE: Final = 256 * 1024
@@ -200,7 +203,7 @@ def file_argument(value: Any) -> FileInput:
     if call is not None and _key(value) in call.prepared:
         return call.prepared[_key(value)]
     if isinstance(value, str):
-        if is_handle(value):
+        if is_handle(value) or value.startswith(FILE_URI_PREFIX):
             raise ValueError("an artifact URI is read through the embedded store's tools/call (embed_store)")
         if value.startswith("data:"):
             data, media = parse_data_url(value)
@@ -288,8 +291,10 @@ class FileCalls:
         value = slot.value
         if is_handle(value):
             return await self._artifact(caller, tool, await self.handles.look_up(caller, slot))
+        if isinstance(value, str) and value.startswith(FILE_URI_PREFIX):
+            return await self._upload(caller, tool, slot, value[len(FILE_URI_PREFIX) :])
         if isinstance(value, dict) and "upload_id" in value:
-            return await self._upload(caller, tool, slot)
+            return await self._upload(caller, tool, slot, value.get("upload_id"))
         if isinstance(value, dict) and "download_url" in value:
             return await self._download(slot, files)
         return None
@@ -310,8 +315,7 @@ class FileCalls:
             max_read=self.handles.max_bytes,
         )
 
-    async def _upload(self, caller: Caller, tool: str, slot: Slot) -> FileInput:
-        upload_id = slot.value.get("upload_id")
+    async def _upload(self, caller: Caller, tool: str, slot: Slot, upload_id: Any) -> FileInput:
         if not isinstance(upload_id, str):
             raise InvalidRequest(f"{slot.name}: upload_id must be a string", argument=slot.name)
         try:

@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+from mcp_resources import files_capability
 from mcp_resources.binary_schema import HANDLE_HINT, HANDLE_PATTERN, MIN_HANDLE_LENGTH
 from mcp_resources.file_params import FILE_SCHEMA
 from mcp_resources.uris import MAX_URI_LENGTH
@@ -18,7 +19,7 @@ ARGUMENTS_DOC = (ROOT / "docs" / "tool-arguments.md").read_text(encoding="utf-8"
 def block(doc: str, language: str, containing: str) -> str:
     found = [b for b in re.findall(rf"```{language}\n(.*?)```", doc, re.DOTALL) if containing in b]
     assert len(found) == 1
-    return found[0]
+    return str(found[0])
 
 
 def test_the_documented_file_parameter_schema_is_the_one_tools_list_gives() -> None:
@@ -39,3 +40,14 @@ def test_the_documented_widening_is_the_codes() -> None:
         f"above {MIN_HANDLE_LENGTH} (the shortest artifact URI) becomes {MIN_HANDLE_LENGTH}" in ARGUMENTS_DOC
     )
     assert f"a `maxLength`\nbelow {MAX_URI_LENGTH}, a `minLength` above {MIN_HANDLE_LENGTH}" in MCP_DOC
+
+
+def test_the_documented_files_capability_and_draft_revision_are_the_codes() -> None:
+    assert files_capability.__doc__ is not None
+    revision = re.search(r"commit ``([0-9a-f]{40})``", files_capability.__doc__)
+    assert revision is not None
+    flowing = " ".join(MCP_DOC.split())
+    assert f"commit `{revision.group(1)}`" in flowing
+    assert f"`experimental: {json.dumps(files_capability.CAPABILITY)}`" in flowing
+    documented = json.loads(block(MCP_DOC, "json", '"Tus-Resumable"'))
+    assert documented["upload"]["headers"] == files_capability.TUS_HEADERS
