@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.fixtures.threaded_http import serving_on_a_thread
 
 
 @contextlib.contextmanager
@@ -31,12 +32,5 @@ def file_service(files: dict[str, bytes]) -> Iterator[tuple[str, list[str]]]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", asked
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving_on_a_thread(Handler) as origin:
+        yield origin, asked

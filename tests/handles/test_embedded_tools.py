@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -159,3 +160,29 @@ def test_data_urls_are_parsed_as_rfc_2397_says() -> None:
         parse_data_url("data:image/png;base64")
     with pytest.raises(ValueError, match="not valid"):
         parse_data_url("data:image/png;base64,@@@")
+
+
+async def test_a_file_uri_of_a_committed_upload_is_a_file_parameters_value(service: ArtifactService) -> None:
+    session = await service.uploads.begin(
+        CALLER,
+        name="d.bin",
+        mime_type=None,
+        size=len(DATA),
+        sha256=None,
+        chunk_size=1 << 20,
+        ttl_seconds=None,
+        metadata=None,
+        protocol="mcp",
+    )
+
+    async def body() -> AsyncIterator[bytes]:
+        yield DATA
+
+    await service.uploads.put_chunk(CALLER, session.id, 0, body())
+    await service.uploads.complete(CALLER, session.id)
+    async with Client(tool_server(service, [])) as client:
+        result = await client.call_tool("read_whole", {"image": f"blobstore://files/{session.id}"})
+        foreign = await client.call_tool("read_whole", {"image": "blobstore://files/u_" + "k" * 24})
+    assert result.structured_content == {"result": len(DATA)}
+    assert foreign.structured_content is not None
+    assert foreign.structured_content["error"]["code"] == "not_found"

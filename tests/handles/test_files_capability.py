@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import random
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import Request, RequestParams
 from pydantic import BaseModel, ConfigDict
@@ -21,7 +24,8 @@ from pydantic import BaseModel, ConfigDict
 from blobstore.config import Settings
 from blobstore.models import Caller
 from blobstore.runtime import open_service
-from tests.fixtures.server import Server, serving
+from tests.fixtures.commands import run_cli
+from tests.fixtures.server import Server, isolated_env, serving
 
 DATA = random.Random(26).randbytes(3 * 1024 * 1024 + 17)
 SHA = hashlib.sha256(DATA).hexdigest()
@@ -54,6 +58,14 @@ async def ask(client: Client, method: str, params: dict[str, Any]) -> dict[str, 
 
 def curl(*args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(["curl", "-sS", "--fail-with-body", *args], capture_output=True, check=False)
+
+
+def status(method: str, *args: str) -> bytes:
+    """The HTTP status curl got for ``method`` with ``args``."""
+    answer = subprocess.run(
+        ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-X", method, *args], capture_output=True
+    )
+    return answer.stdout
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -112,10 +124,7 @@ async def test_a_tampered_or_foreign_upload_target_is_refused(files_server: Serv
     other_namespace = upload["url"].replace("ns=default", "ns=other")
     forged = upload["url"][:-3] + ("AAA" if not upload["url"].endswith("AAA") else "BBB")
     for url in (other_namespace, forged):
-        refused = curl(
-            "-o", "/dev/null", "-w", "%{http_code}", "-X", "PATCH", *headers, "--data-binary", "abcd", url
-        )
-        assert refused.stdout == b"403"
+        assert status("PATCH", *headers, "--data-binary", "abcd", url) == b"403"
     assert caught.value.code == -32602
     assert caught.value.data["reason"] == "invalid_request"
     assert missing.value.code == -32602
@@ -129,3 +138,33 @@ async def test_the_capability_is_off_by_default(tmp_path: Path) -> None:
             with pytest.raises(MCPError) as caught:
                 await ask(client, "files/authorizeUpload", {"name": "x.bin", "size": 4})
     assert caught.value.code == -32601
+
+
+async def test_with_tokens_the_signed_target_needs_none_and_lands_in_the_tokens_namespace(
+    tmp_path: Path,
+) -> None:
+    created = run_cli(
+        ["token", "create", "--namespace", "tenant", "--scopes", "read,write", "--json"],
+        isolated_env({"BLOBSTORE_DATA_DIR": str(tmp_path / "data")}),
+    )
+    assert created.returncode == 0, created.stderr
+    token = json.loads(created.stdout)["token"]
+    source = tmp_path / "small.bin"
+    source.write_bytes(DATA[:1000])
+    with serving(tmp_path, env={"BLOBSTORE_MCP_FILES_CAPABILITY": "experimental"}) as server:
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
+            Client(streamable_http_client(f"{server.url}/mcp", http_client=http), mode="legacy") as client,
+        ):
+            authorized = await ask(client, "files/authorizeUpload", {"name": "small.bin", "size": 1000})
+        upload = authorized["upload"]
+        headers = [arg for name, value in upload["headers"].items() for arg in ("-H", f"{name}: {value}")]
+        unsigned = upload["url"].partition("?")[0]
+        without = status("PATCH", *headers, "--data-binary", "x", unsigned)
+        sent = curl("-X", "PATCH", *headers, "--data-binary", f"@{source}", upload["url"])
+    assert "ns=tenant" in upload["url"]
+    assert without == b"401"
+    assert sent.returncode == 0, sent.stderr + sent.stdout
+    async with open_service(Settings(data_dir=tmp_path / "data")) as service:
+        listed = await service.list_artifacts(Caller(namespace="tenant"))
+    assert [artifact.sha256 for artifact in listed.items] == [hashlib.sha256(DATA[:1000]).hexdigest()]
