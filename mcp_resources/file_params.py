@@ -304,12 +304,14 @@ class FileCalls:
         span, artifact, blob = found.span, found.artifact, found.blob
 
         def opener() -> AsyncIterator[bytes]:
+            if found.view is not None:
+                return _one(found.view)
             return self.service.stream(blob, span.offset, span.end) if span.length else _one(b"")
 
         self.handles.audit_resolved(caller, tool, found, started)
         return FileInput(
             name=artifact.name,
-            mime_type=artifact.mime_type,
+            mime_type=found.mime_type,
             size=span.length,
             opener=opener,
             max_read=self.handles.max_bytes,

@@ -1,7 +1,8 @@
 """Artifact URIs in tool arguments: replaced by the artifact's bytes where the tool's schema asks for bytes.
 
 A model that holds a ``resource_link`` can pass ``blobstore://artifacts/{id}`` (or a window of it,
-``…?offset=&length=``) to a tool whose ``inputSchema`` marks an argument as binary content
+``…?offset=&length=``, or a media view of it: ``…/pages/3.png``, ``…/pages/3.txt``,
+``…/audio?start=&duration=``) to a tool whose ``inputSchema`` marks an argument as binary content
 (:mod:`mcp_resources.binary_schema`), instead of copying megabytes of base64 through its context.
 :meth:`ArgumentHandles.resolve` puts the bytes in, in the form the schema asks for (base64, a ``data:`` URL or
 text), reading through the service as the caller: the namespace check comes first, so a handle of another
@@ -30,8 +31,10 @@ from blobstore.errors import InvalidRequest, LimitExceeded, NotFound
 from blobstore.models import ARTIFACT_URI_PREFIX, Artifact, BlobInfo, Caller, Scope
 from blobstore.ranges import Window, window
 from blobstore.service import ArtifactService
+from blobstore.views.engine import views_for
 from mcp_resources.binary_schema import BinarySite, Form, Slot, slots
 from mcp_resources.uris import parse_store_uri
+from mcp_resources.views import ViewRef, parse_view_uri, read_view_uri
 
 CAP_SETTING: Final = "BLOBSTORE_PROXY_MAX_ARGUMENT_BYTES"
 AUDIT_ACTION: Final = "resolve_handle"
@@ -48,8 +51,16 @@ class Located:
 
     slot: Slot
     artifact: Artifact
+    """The artifact named, or a view's source."""
     blob: BlobInfo
     span: Window
+    view: bytes | None = None
+    """A view's bytes (a PDF page's PNG or text, an audio segment's WAV), rendered by the media views."""
+    view_type: str | None = None
+
+    @property
+    def mime_type(self) -> str:
+        return self.view_type or self.artifact.mime_type
 
 
 def encode(data: bytes, form: Form, mime_type: str) -> str:
@@ -128,14 +139,26 @@ class ArgumentHandles:
         require_scope(caller, Scope.READ)
         uri = slot.value
         ref = parse_store_uri(uri)
-        if ref is None:
-            raise NotFound(f"{slot.name}: artifact not found", argument=slot.name, uri=uri)
         try:
+            if ref is None:
+                view = parse_view_uri(uri)
+                if view is None:
+                    raise NotFound()
+                return await self._look_up_view(caller, slot, view)
             artifact, blob = await self.service.open_artifact(caller, ref.artifact_id)
         except NotFound:
             raise NotFound(f"{slot.name}: artifact not found", argument=slot.name, uri=uri) from None
         # A window without a length runs to the end of the artifact, not to the MCP read window's maximum.
         return Located(slot, artifact, blob, window(ref.offset, ref.length, artifact.size, artifact.size))
+
+    async def _look_up_view(self, caller: Caller, slot: Slot, ref: ViewRef) -> Located:
+        """A page or audio view URI: rendered (or taken from the view cache) now, since a view is bounded by
+        its own limits (one page, 30 s of audio) before the cap is checked."""
+        contents = await read_view_uri(views_for(self.service), caller, ref)
+        data = contents.data if contents.data is not None else (contents.text or "").encode("utf-8")
+        source = contents.source
+        span = Window(0, len(data), len(data))
+        return Located(slot, source.artifact, source.blob, span, view=data, view_type=contents.mime_type)
 
     def check_size(self, found: Located) -> None:
         """Refuse a handle whose bytes are more than an argument may carry."""
@@ -152,6 +175,8 @@ class ArgumentHandles:
 
     async def read(self, found: Located) -> bytes:
         """The located bytes (each storage block verified as it is read)."""
+        if found.view is not None:
+            return found.view
         span = found.span
         if not span.length:
             return b""
@@ -160,7 +185,7 @@ class ArgumentHandles:
 
     def _encoded(self, found: Located, data: bytes) -> str:
         try:
-            return encode(data, found.slot.site.form, found.artifact.mime_type)
+            return encode(data, found.slot.site.form, found.mime_type)
         except UnicodeDecodeError:
             raise InvalidRequest(
                 f"{found.slot.name} wants text and {found.slot.value} is not UTF-8 text",
@@ -175,9 +200,14 @@ class ArgumentHandles:
             result="ok",
             artifact_id=found.artifact.id,
             size=found.span.length,
-            mime_type=found.artifact.mime_type,
+            mime_type=found.mime_type,
             duration_ms=int((time.monotonic() - started) * 1000),
-            extra={"tool": tool, "argument": found.slot.name, "sha256": found.artifact.sha256},
+            extra={
+                "tool": tool,
+                "argument": found.slot.name,
+                "sha256": found.artifact.sha256,
+                "view": found.view_type,
+            },
         )
 
 

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import random
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from PIL import Image
 
 from blobstore.errors import BlobstoreError, InvalidRange, LimitExceeded, NotFound
 from blobstore.service import ArtifactService
 from mcp_resources.binary_schema import binary_sites
 from mcp_resources.handles import AUDIT_ACTION, ArgumentHandles
 from tests.handles.conftest import CALLER, STRANGER, audit_lines, put
+from tests.views.media import marker, text_pdf
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -160,3 +163,21 @@ async def test_each_resolved_handle_is_audited_with_tool_argument_and_sha256_nev
     text = service.settings.resolved_audit_log.read_text()
     assert base64.b64encode(PNG[:30]).decode()[:20] not in text
     assert all(line["namespace"] == CALLER.namespace and line["result"] == "ok" for line in lines)
+
+
+async def test_a_media_view_uri_brings_the_views_bytes_and_a_foreign_one_is_not_found(
+    service: ArtifactService,
+) -> None:
+    pdf = await put(service, text_pdf(3), "doc.pdf", "application/pdf")
+    theirs = await put(service, text_pdf(2), "theirs.pdf", "application/pdf", caller=STRANGER)
+    resolved = await resolve(service, {"image": f"{pdf.uri}/pages/2.png", "notes": f"{pdf.uri}/pages/2.txt"})
+    page = base64.b64decode(resolved["image"])
+    assert page.startswith(b"\x89PNG\r\n\x1a\n")
+    with Image.open(io.BytesIO(page)) as image:
+        assert image.width > 100
+    assert marker(2) in resolved["notes"]
+    exc = await refusal(service, {"image": f"{theirs.uri}/pages/1.png"})
+    assert isinstance(exc, NotFound)
+    assert exc.message == "image: artifact not found"
+    (line,) = [line for line in audit_lines(service, AUDIT_ACTION) if line["argument"] == "image"]
+    assert (line["sha256"], line["view"], line["mime_type"]) == (pdf.sha256, "image/png", "image/png")
