@@ -8,8 +8,11 @@ import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote_from_bytes
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mcp import Client
 from mcp.server import MCPServer
 from pydantic import Field
@@ -186,3 +189,19 @@ async def test_a_file_uri_of_a_committed_upload_is_a_file_parameters_value(servi
     assert result.structured_content == {"result": len(DATA)}
     assert foreign.structured_content is not None
     assert foreign.structured_content["error"]["code"] == "not_found"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.binary(max_size=200),
+    media=st.sampled_from(["image/png", "text/plain;charset=utf-8", "application/octet-stream", ""]),
+    encoded=st.booleans(),
+)
+def test_a_data_url_gives_back_the_bytes_and_type_it_was_made_of(
+    data: bytes, media: str, encoded: bool
+) -> None:
+    if encoded:
+        url = f"data:{media};base64,{base64.b64encode(data).decode()}"
+    else:
+        url = f"data:{media},{quote_from_bytes(data, safe='')}"
+    assert parse_data_url(url) == (data, media or "text/plain;charset=US-ASCII")
