@@ -116,7 +116,7 @@ class FilesCapability:
         self.caller_for = caller_for
         settings = service.settings
         self.tus = TusUploads(
-            settings=settings, uploads=service.uploads, repo=service.repo, clock=service.now
+            settings=settings, uploads=service.uploads, repo=service.repo, clock=service.clock
         )
         self.signers = Signers(settings.data_dir, settings.link_key)
         self.base = (settings.public_url or f"http://{settings.host}:{settings.port}").rstrip("/")

@@ -13,6 +13,8 @@ import pytest
 from PIL import Image
 
 from blobstore.errors import BlobstoreError, InvalidRange, LimitExceeded, NotFound
+from blobstore.ids import new_artifact_id
+from blobstore.models import Artifact, NewArtifact
 from blobstore.service import ArtifactService
 from mcp_resources.binary_schema import binary_sites
 from mcp_resources.handles import AUDIT_ACTION, ArgumentHandles
@@ -87,15 +89,32 @@ async def test_arguments_without_handles_are_returned_as_they_are(service: Artif
     assert audit_lines(service, AUDIT_ACTION) == []
 
 
+async def expired(service: ArtifactService, over: Artifact) -> Artifact:
+    """An artifact of the caller's that expired an hour ago, over the bytes of ``over``."""
+    now = service.clock()
+    record = await service.repo.get_blob(over.blob_id)
+    assert record is not None
+    gone = NewArtifact(
+        id=new_artifact_id(),
+        namespace=CALLER.namespace,
+        name="old.png",
+        mime_type="image/png",
+        created_at=now - timedelta(hours=2),
+        expires_at=now - timedelta(hours=1),
+        pinned=False,
+        metadata={},
+        media={},
+    )
+    return (await service.repo.commit_artifact(blob=record.info, artifact=gone)).artifact
+
+
 async def test_foreign_guessed_expired_and_missing_handles_are_the_same_not_found(
     service: ArtifactService,
 ) -> None:
     foreign = await put(service, PNG, "theirs.png", "image/png", caller=STRANGER)
-    expiring = await put(service, PNG, "old.png", "image/png", ttl_seconds=60)
+    expiring = await expired(service, foreign)
     mine = await put(service, PNG, "mine.png", "image/png")
     await service.delete_artifact(CALLER, mine.id)
-    later = service.clock() + timedelta(minutes=5)
-    service.clock = lambda: later
     guessed = "blobstore://artifacts/a_" + "x" * 24
     answers = []
     for uri in (
