@@ -11,7 +11,7 @@ import ipaddress
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -106,6 +106,14 @@ class Settings(BaseSettings):
     mcp_window_max: int = Field(default=1 * MiB, gt=0)
     mcp_chunk_max: int = Field(default=2 * MiB, gt=0)
     image_long_edge: int = Field(default=1024, gt=0)
+    proxy_max_argument_bytes: int = Field(default=20 * MiB, gt=0)
+    """The most bytes the artifact URIs of one tool call may bring into its arguments (``blobstore proxy``
+    and embedded tools, ``mcp_resources.handles``); a larger handle is refused naming this setting. It also
+    caps a file an embedded tool's file parameter fetches from a ``download_url``."""
+    file_download_origins: Annotated[tuple[str, ...], NoDecode] = ()
+    """Origins (``scheme://host[:port]``) whose ``download_url`` an embedded tool's file parameter may fetch
+    (``{download_url, file_id}``, ChatGPT's ``openai/fileParams``); comma-separated in
+    ``BLOBSTORE_FILE_DOWNLOAD_ORIGINS``. Empty: such objects are refused."""
 
     # Media views (docs/views.md).
     view_max_pages: int = Field(default=10, ge=1, le=100)
@@ -118,6 +126,11 @@ class Settings(BaseSettings):
     """Decoder worker processes running at once; further views wait for one."""
     view_memory_bytes: int = Field(default=2 * 1024 * MiB, ge=256 * MiB)
     """Address-space limit of one decoder worker; a decoder that needs more fails with ``view_too_large``."""
+
+    mcp_files_capability: Literal["off", "experimental"] = "off"
+    """``experimental``: the MCP server advertises SEP-2631's ``files`` capability (under ``experimental``)
+    and answers ``files/authorizeUpload`` and ``files/authorizeDownload``
+    (``mcp_resources.files_capability``)."""
 
     log_level: str = "info"
     audit_log: Path | None = None
@@ -187,7 +200,7 @@ class Settings(BaseSettings):
             raise ValueError("must be debug, info, warning or error")
         return value.lower()
 
-    @field_validator("cors_origins", mode="before")
+    @field_validator("cors_origins", "file_download_origins", mode="before")
     @classmethod
     def _check_cors_origins(cls, value: Any) -> tuple[str, ...]:
         items = value.split(",") if isinstance(value, str) else list(value or ())

@@ -19,6 +19,7 @@ from mcp.server import MCPServer, Server, ServerRequestContext
 from mcp.server.lowlevel.server import HandlerEntry
 from mcp.server.subscriptions import SubscriptionBus
 from mcp.types import (
+    INTERNAL_ERROR,
     CallToolRequestParams,
     CallToolResult,
     ListResourcesResult,
@@ -28,16 +29,20 @@ from mcp.types import (
     ReadResourceRequestParams,
     ReadResourceResult,
     ResourceLink,
+    Tool,
 )
 
-from blobstore.errors import InvalidRequest
+from blobstore.errors import BlobstoreError, InvalidRequest
 from blobstore.links import Role
 from blobstore.models import Artifact, Caller
 from blobstore.service import ArtifactService
 from blobstore.validation import validate_metadata
+from mcp_resources.binary_schema import advertise_handles, binary_sites
 from mcp_resources.compose import HOST_CURSOR, STORE_CURSOR, after_the_hosts, as_result, by_scheme
 from mcp_resources.content import resource_link_for, tool_result_for
-from mcp_resources.errors import to_mcp_error
+from mcp_resources.errors import jsonrpc_code, to_mcp_error, tool_failure
+from mcp_resources.file_params import OPENAI_FILE_PARAMS, FileCalls
+from mcp_resources.handles import ArgumentHandles
 from mcp_resources.notifications import StoreNotifications
 from mcp_resources.renditions import RenditionCache
 from mcp_resources.resources import DEFAULT_PAGE_SIZE, CallerResolver, StoreResources
@@ -200,6 +205,7 @@ def embed_store(
     _compose_resources(low, resources)
     if store_tools is not None:
         _compose_tools(low, store_tools)
+    _compose_file_params(low, service, resolver)
     if notifications:
         serves_listen = low.get_request_handler("subscriptions/listen") is not None
         # The host's own events (tool and prompt changes) are forwarded from its bus to the listen streams.
@@ -279,6 +285,57 @@ def _compose_tools(low: Server[Any], store_tools: StoreTools) -> None:
     low.add_request_handler("tools/list", PaginatedRequestParams, list_tools)
     low.add_request_handler("tools/call", CallToolRequestParams, call_tool)
     low.get_tool_input_schema = input_schema
+
+
+def _with_file_params(tool: Tool) -> Tool:
+    """``tool`` as the model should see it: handles admitted where it takes bytes, file parameters named."""
+    sites = binary_sites(tool.input_schema)
+    if not sites:
+        return tool
+    update: dict[str, Any] = {"input_schema": advertise_handles(tool.input_schema)}
+    names = FileCalls.file_params(sites)
+    if names:
+        update["meta"] = {**(tool.meta or {}), OPENAI_FILE_PARAMS: names}
+    return tool.model_copy(update=update)
+
+
+def _compose_file_params(low: Server[Any], service: ArtifactService, resolver: CallerResolver) -> None:
+    """The server's own tools take artifact URIs where they take bytes, and file parameters in every form
+    (:mod:`mcp_resources.file_params`), resolved as the caller before the tool runs."""
+    prev_list: HandlerEntry[Any] | None = low.get_request_handler("tools/list")
+    prev_call: HandlerEntry[Any] | None = low.get_request_handler("tools/call")
+    if prev_list is None or prev_call is None:
+        return
+    handles = ArgumentHandles(service)
+    files = FileCalls(service, handles)
+
+    async def list_tools(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None) -> Any:
+        page = as_result(ListToolsResult, await prev_list.handler(ctx, params))
+        return page.model_copy(update={"tools": [_with_file_params(tool) for tool in page.tools]})
+
+    async def call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> Any:
+        lookup = low.get_tool_input_schema
+        sites = binary_sites(lookup(params.name) if lookup is not None else None)
+        if not sites:
+            return await prev_call.handler(ctx, params)
+        try:
+            caller = resolver(ctx)
+            inlined = [site for site in sites if not site.file_param]
+            arguments = await handles.resolve(
+                caller, tool=params.name, arguments=params.arguments, sites=inlined
+            )
+            async with files.call(caller, params.name, arguments, sites) as found:
+                result = await prev_call.handler(ctx, params.model_copy(update={"arguments": arguments}))
+            if found.refusal is not None:
+                return tool_failure(found.refusal)
+            return result
+        except BlobstoreError as exc:
+            if jsonrpc_code(exc.code) == INTERNAL_ERROR:
+                raise to_mcp_error(exc) from None
+            return tool_failure(exc)
+
+    low.add_request_handler("tools/list", PaginatedRequestParams, list_tools)
+    low.add_request_handler("tools/call", CallToolRequestParams, call_tool)
 
 
 __all__ = ["EmbeddedStore", "embed_store"]

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final, ParamSpec, TypeVar
 
 from mcp.shared.exceptions import MCPError
-from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, CallToolResult, TextContent
 
 from blobstore import metrics
 from blobstore.errors import BlobstoreError, all_codes
@@ -79,6 +79,19 @@ def error_data(exc: BlobstoreError, **extra: Any) -> dict[str, Any]:
     data.update({camel(key): value for key, value in exc.details.items()})
     data.update({key: value for key, value in extra.items() if value is not None})
     return data
+
+
+def tool_failure(exc: BlobstoreError, **extra: Any) -> CallToolResult:
+    """A failure the model can act on as a tool's result: ``isError`` with ``structuredContent.error``
+    (``code``, ``message`` and the error's details), the same for every tool the store answers or fronts."""
+    data = error_data(exc, **extra)
+    code = data.pop("reason")
+    error = {"code": code, "message": exc.message, **data}
+    return CallToolResult(
+        content=[TextContent(text=f"Error ({code}): {exc.message}")],
+        structured_content={"error": error},
+        is_error=True,
+    )
 
 
 def to_mcp_error(exc: BaseException, *, uri: str | None = None, **extra: Any) -> MCPError:

@@ -15,6 +15,7 @@ from mcp.server import Server, ServerRequestContext
 from blobstore import __version__
 from blobstore.models import Caller
 from blobstore.service import ArtifactService
+from mcp_resources.files_capability import EXPERIMENTAL, FilesCapability
 from mcp_resources.metrics import install_request_metrics
 from mcp_resources.notifications import StoreNotifications
 from mcp_resources.resources import DEFAULT_PAGE_SIZE, CallerResolver, StoreResources
@@ -90,5 +91,7 @@ def _build(
         get_tool_input_schema=store_tools.input_schema if store_tools else None,
     )
     StoreNotifications(service, caller_for).install(server, session_subscriptions=session_subscriptions)
+    if service.settings.mcp_files_capability == EXPERIMENTAL:
+        FilesCapability(service, caller_for).install(server)
     install_request_metrics(server)
     return server, resources

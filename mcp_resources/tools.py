@@ -44,7 +44,7 @@ from blobstore.models import Caller, Scope, UploadSession
 from blobstore.units import human_bytes
 from blobstore.views.engine import views_for
 from mcp_resources.content import resource_link_for
-from mcp_resources.errors import error_data, jsonrpc_code, mcp_handler
+from mcp_resources.errors import jsonrpc_code, mcp_handler, tool_failure
 from mcp_resources.resources import CallerResolver, StoreResources
 from mcp_resources.uris import WINDOW_META_KEY, parse_store_uri, window_uri
 from mcp_resources.views import ViewArgs, view_result
@@ -290,14 +290,7 @@ class StoreTools:
 
     @staticmethod
     def _failure(exc: BlobstoreError, **extra: Any) -> CallToolResult:
-        data = error_data(exc, **extra)
-        code = data.pop("reason")
-        error = {"code": code, "message": exc.message, **data}
-        return CallToolResult(
-            content=[TextContent(text=f"Error ({code}): {exc.message}")],
-            structured_content={"error": error},
-            is_error=True,
-        )
+        return tool_failure(exc, **extra)
 
     # -- uploads ----------------------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from tests.fixtures.commands import run_cli
 from tests.fixtures.peers import peer_missing
 from tests.fixtures.ports import free_port
 from tests.fixtures.server import Server, isolated_env, serving
+from tests.fixtures.threaded_http import serving_on_a_thread
 
 JS_DIR = Path(__file__).parent / "js"
 NODE = shutil.which("node")
@@ -85,15 +86,8 @@ def page_origin(page_assets: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]
     site = tmp_path / "site"
     shutil.copytree(page_assets, site)
     handler = functools.partial(QuietHandler, directory=str(site))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", site
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    with serving_on_a_thread(handler, free_port()) as origin:
+        yield origin, site
 
 
 def create_token(data_dir: Path) -> str:

@@ -16,11 +16,12 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, Final
 
+import anyio.to_thread
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.routing import APIRoute
 
 from blobstore.api.body import declared_length
-from blobstore.api.deps import BaseUrlDep, CallerDep, app_state
+from blobstore.api.deps import BaseUrlDep, CallerDep, app_state, get_caller
 from blobstore.api.errors import error_response, problem_response, status_for
 from blobstore.api.headers import http_date
 from blobstore.api.tus_headers import (
@@ -52,6 +53,7 @@ from blobstore.api.tus_headers import (
 from blobstore.checksum_spool import BodyChecksum
 from blobstore.errors import BlobstoreError, InvalidRequest
 from blobstore.models import Artifact, Caller, Scope, UploadSession, UploadState
+from blobstore.signed_targets import Signers, link_caller, signed_message
 from blobstore.tus_uploads import Appended, TusProgress, TusUploads
 
 logger = logging.getLogger("blobstore.api")
@@ -151,6 +153,35 @@ async def get_tus(request: Request) -> TusUploads:
 
 
 TusDep = Annotated[TusUploads, Depends(get_tus)]
+_SIGNERS_KEY: Final = "blobstore_upload_signers"
+
+
+async def _signers(request: Request) -> Signers:
+    state = app_state(request.app)
+    found = getattr(request.app.state, _SIGNERS_KEY, None)
+    if not isinstance(found, Signers):
+        found = Signers(state.settings.data_dir, state.settings.link_key)
+        setattr(request.app.state, _SIGNERS_KEY, found)
+    return found
+
+
+async def get_tus_caller(request: Request, upload_id: str) -> Caller:
+    """The bearer token's caller, or, for a signed upload target (``?ns=&expires=&sig=``,
+    :mod:`blobstore.signed_targets`), the upload's own namespace with nothing but this upload to write."""
+    params = request.query_params
+    if "sig" not in params:
+        return await get_caller(request)
+    namespace = params.get("ns") or ""
+    signers = await _signers(request)
+    signer = signers.loaded
+    if signer is None:
+        signer = await anyio.to_thread.run_sync(signers.load)
+    now = app_state(request.app).service.clock()
+    signer.verify(signed_message(namespace, upload_id), params.get("expires"), params.get("sig"), now=now)
+    return link_caller(namespace)
+
+
+TusCallerDep = Annotated[Caller, Depends(get_tus_caller)]
 
 router = APIRouter(prefix="/tus", tags=["tus"], route_class=TusRoute)
 
@@ -318,13 +349,13 @@ async def _delete(upload_id: str, tus: TusUploads, caller: Caller) -> Response:
 
 
 @router.head("/{upload_id}", summary="tus offset of an upload")
-async def head(upload_id: str, tus: TusDep, caller: CallerDep, base: BaseUrlDep) -> Response:
+async def head(upload_id: str, tus: TusDep, caller: TusCallerDep, base: BaseUrlDep) -> Response:
     return await _head(upload_id, tus, caller, base)
 
 
 @router.patch("/{upload_id}", status_code=204, summary="Append bytes at Upload-Offset")
 async def patch(
-    request: Request, upload_id: str, tus: TusDep, caller: CallerDep, base: BaseUrlDep
+    request: Request, upload_id: str, tus: TusDep, caller: TusCallerDep, base: BaseUrlDep
 ) -> Response:
     return await _patch(request, upload_id, tus, caller, base)
 

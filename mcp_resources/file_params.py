@@ -1,0 +1,423 @@
+"""File parameters of tools that a server embedding the store registers (``embed_store``).
+
+A tool declares a parameter as a file by its type, :class:`FileInput`::
+
+    @mcp.tool()
+    async def checksum_image(image: FileInput) -> str:
+        return hashlib.sha256(await image.read()).hexdigest()
+
+and receives whatever the caller passed as one value it can read whole (:meth:`FileInput.read`), as a stream
+(:meth:`FileInput.stream`) or as a file (``async with image.path() as p``): an artifact URI
+(``blobstore://artifacts/{id}``, or a window of it), a ``data:`` URL, inline base64, ``{"upload_id": …}`` of a
+committed chunked upload, or ``{"download_url": …, "file_id": …}`` (ChatGPT's ``openai/fileParams`` objects),
+fetched only from the origins ``BLOBSTORE_FILE_DOWNLOAD_ORIGINS`` lists. The parameter's schema says so:
+an ``anyOf`` of the string forms (with ``x-mcp-file``, SEP-2356/SEP-2631) and the two object forms, and the
+tool's ``_meta["openai/fileParams"]`` names it (:class:`FileCalls` adds that in ``tools/list``).
+
+The embedding server's ``tools/call`` (:class:`FileCalls`) looks up artifact URIs, upload ids and downloads
+before the tool runs, as the caller and after the namespace check, so a foreign, guessed or expired handle
+is the ``not_found`` tool error of a missing one and the tool never sees it; what it found lives for the
+call and is removed after it. The pydantic validation of the tool's arguments then turns each value into a
+:class:`FileInput` (``data:`` URLs and base64 are decoded there).
+"""
+
+from __future__ import annotations
+
+import binascii
+import contextlib
+import copy
+import json
+import os
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import unquote_to_bytes, urlsplit
+
+import anyio
+import httpx
+import pybase64
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, core_schema
+
+from blobstore.config import normalize_origin
+from blobstore.errors import BlobstoreError, InvalidRequest, LimitExceeded, NotFound
+from blobstore.models import Caller, UploadState
+from blobstore.service import ArtifactService
+from mcp_resources.binary_schema import FILE_PARAM_KEY, HANDLE_HINT, BinarySite, Key, Slot, slots
+from mcp_resources.handles import CAP_SETTING, ArgumentHandles, Located, is_handle
+
+OPENAI_FILE_PARAMS: Final = "openai/fileParams"
+FILE_URI_PREFIX: Final = "blobstore://files/"
+"""SEP-2631 file URIs of this store: ``blobstore://files/<upload id>``, what ``files/authorizeUpload`` returns
+(:mod:`mcp_resources.files_capability`); a file parameter takes one like ``{"upload_id": …}``."""
+ORIGINS_SETTING: Final = "BLOBSTORE_FILE_DOWNLOAD_ORIGINS"
+FETCH_TIMEOUT_SECONDS: Final = 30.0
+_PIECE: Final = 256 * 1024
+
+FILE_SCHEMA: Final[dict[str, Any]] = {
+    FILE_PARAM_KEY: True,
+    "anyOf": [
+        {
+            "type": "string",
+            "description": f"A data: URL, base64 bytes, {HANDLE_HINT} (or a window of it, ?offset=&length=)",
+            "x-mcp-file": {},
+        },
+        {
+            "type": "object",
+            "description": "A committed chunked upload (upload_begin, upload_chunk, upload_commit)",
+            "properties": {"upload_id": {"type": "string"}},
+            "required": ["upload_id"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "description": "A file the host holds (openai/fileParams)",
+            "properties": {
+                "download_url": {"type": "string", "format": "uri"},
+                "file_id": {"type": "string"},
+                "mime_type": {"type": "string"},
+                "file_name": {"type": "string"},
+            },
+            "required": ["download_url", "file_id"],
+        },
+    ],
+}
+
+
+# -- what a tool receives ---------------------------------------------------------------------------------
+
+
+class FileInput:
+    """A file a tool was given: its bytes whole, as a stream or as a file on disk, and what is known of it."""
+
+    def __init__(
+        self,
+        *,
+        name: str | None,
+        mime_type: str | None,
+        size: int,
+        opener: Callable[[], AsyncIterator[bytes]],
+        local_path: Path | None = None,
+        max_read: int | None = None,
+    ) -> None:
+        self.name = name
+        self.mime_type = mime_type
+        self.size = size
+        self._opener = opener
+        self._local_path = local_path
+        self._max_read = max_read
+
+    def stream(self) -> AsyncIterator[bytes]:
+        """The bytes, in pieces (each storage block checked as it is read)."""
+        return self._opener()
+
+    async def read(self) -> bytes:
+        """The bytes, whole; refused when more than an argument may carry
+        (``BLOBSTORE_PROXY_MAX_ARGUMENT_BYTES``): read larger files with :meth:`stream` or :meth:`path`."""
+        if self._max_read is not None and self.size > self._max_read:
+            raise refused(
+                LimitExceeded(
+                    f"{self.size} bytes are more than read() returns ({self._max_read}, {CAP_SETTING}); "
+                    "use stream() or path()",
+                    max_argument_bytes=self._max_read,
+                )
+            )
+        return b"".join([piece async for piece in self.stream()])
+
+    @contextlib.asynccontextmanager
+    async def path(self) -> AsyncIterator[Path]:
+        """A file (mode 0600) holding the bytes, removed when the block ends."""
+        if self._local_path is not None:
+            yield self._local_path
+            return
+        fd, name = tempfile.mkstemp(prefix="blobstore-file-")
+        os.close(fd)
+        target = Path(name)
+        try:
+            async with await anyio.open_file(target, "wb") as out:
+                async for piece in self.stream():
+                    await out.write(piece)
+            yield target
+        finally:
+            await anyio.Path(target).unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return f"FileInput(name={self.name!r}, mime_type={self.mime_type!r}, size={self.size})"
+
+    # -- pydantic: the parameter's schema and validation ----------------------------------------------------
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_plain_validator_function(file_argument)
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return copy.deepcopy(FILE_SCHEMA)
+
+
+async def _one(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+def _from_bytes(data: bytes, mime_type: str | None) -> FileInput:
+    return FileInput(name=None, mime_type=mime_type, size=len(data), opener=lambda: _one(data))
+
+
+def parse_data_url(text: str) -> tuple[bytes, str]:
+    """The bytes and media type of an RFC 2397 ``data:`` URL (base64 or percent-encoded)."""
+    header, comma, payload = text[len("data:") :].partition(",")
+    if not comma:
+        raise ValueError("a data: URL needs a ',' before its data")
+    params = header.split(";")
+    is_base64 = params[-1].strip().lower() == "base64"
+    media = ";".join(params[:-1] if is_base64 else params).strip() or "text/plain;charset=US-ASCII"
+    if not is_base64:
+        return unquote_to_bytes(payload), media
+    try:
+        return pybase64.b64decode(unquote_to_bytes(payload), validate=True), media
+    except (binascii.Error, ValueError):
+        raise ValueError("the data: URL's base64 is not valid") from None
+
+
+def _key(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def file_argument(value: Any) -> FileInput:
+    """A file parameter's value as the tool receives it (the validator of :class:`FileInput`).
+
+    Artifact URIs, upload ids and downloads must have been looked up for the call (:class:`FileCalls` does
+    that in the embedding server's ``tools/call``); ``data:`` URLs and base64 are decoded here.
+    """
+    if isinstance(value, FileInput):
+        return value
+    call = _CALL.get()
+    if call is not None and _key(value) in call.prepared:
+        return call.prepared[_key(value)]
+    if isinstance(value, str):
+        if is_handle(value) or value.startswith(FILE_URI_PREFIX):
+            raise ValueError("an artifact URI is read through the embedded store's tools/call (embed_store)")
+        if value.startswith("data:"):
+            data, media = parse_data_url(value)
+            return _from_bytes(data, media)
+        try:
+            return _from_bytes(pybase64.b64decode(value, validate=True), None)
+        except (binascii.Error, ValueError):
+            raise ValueError("expected an artifact URI, a data: URL or base64") from None
+    if isinstance(value, dict) and ("upload_id" in value or "download_url" in value):
+        raise ValueError("upload ids and download URLs are read through the embedded store's tools/call")
+    raise ValueError("expected an artifact URI, a data: URL, base64, {upload_id} or {download_url, file_id}")
+
+
+# -- one call's files -------------------------------------------------------------------------------------
+
+
+@dataclass
+class CallFiles:
+    """What one ``tools/call`` found for its file parameters, by the raw value the caller passed."""
+
+    prepared: dict[str, FileInput] = field(default_factory=dict)
+    cleanup: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
+    refusal: BlobstoreError | None = None
+    """The first error a file's read raised in the tool, if any."""
+
+
+_CALL: ContextVar[CallFiles | None] = ContextVar("blobstore_file_call", default=None)
+
+
+class FileRefused(ToolError):
+    """A file parameter's read that the store refused; the tool's result becomes that error
+    (``structuredContent.error``), as if the call had been refused before the tool ran."""
+
+    def __init__(self, error: BlobstoreError) -> None:
+        super().__init__(f"Error ({error.code}): {error.message}")
+        self.error = error
+
+
+def refused(error: BlobstoreError) -> FileRefused:
+    """``error`` as the tool raises it, remembered for the call's result."""
+    call = _CALL.get()
+    if call is not None and call.refusal is None:
+        call.refusal = error
+    return FileRefused(error)
+
+
+class FileCalls:
+    """Prepares the file parameters of the embedding server's tool calls and names them in ``tools/list``."""
+
+    def __init__(self, service: ArtifactService, handles: ArgumentHandles) -> None:
+        self.service = service
+        self.handles = handles
+        self.origins = frozenset(service.settings.file_download_origins)
+
+    @staticmethod
+    def file_params(sites: list[BinarySite]) -> list[str]:
+        """The top-level parameters that are file parameters (what ``openai/fileParams`` lists)."""
+        return [
+            site.path[0].name
+            for site in sites
+            if site.file_param and len(site.path) == 1 and isinstance(site.path[0], Key)
+        ]
+
+    @contextlib.asynccontextmanager
+    async def call(
+        self, caller: Caller, tool: str, arguments: dict[str, Any] | None, sites: list[BinarySite]
+    ) -> AsyncIterator[CallFiles]:
+        """Look the call's file references up (raising the catalogue's errors before the tool runs) and make
+        them what its validation finds, until the block ends."""
+        files = CallFiles()
+        async with files.cleanup:
+            for slot in slots(arguments, [site for site in sites if site.file_param]):
+                key = _key(slot.value)
+                if key not in files.prepared:
+                    found = await self._prepare(caller, tool, slot, files)
+                    if found is not None:
+                        files.prepared[key] = found
+            token = _CALL.set(files)
+            try:
+                yield files
+            finally:
+                _CALL.reset(token)
+
+    async def _prepare(self, caller: Caller, tool: str, slot: Slot, files: CallFiles) -> FileInput | None:
+        value = slot.value
+        if is_handle(value):
+            return await self._artifact(caller, tool, await self.handles.look_up(caller, slot))
+        if isinstance(value, str) and value.startswith(FILE_URI_PREFIX):
+            return await self._upload(caller, tool, slot, value[len(FILE_URI_PREFIX) :])
+        if isinstance(value, dict) and "upload_id" in value:
+            return await self._upload(caller, tool, slot, value.get("upload_id"))
+        if isinstance(value, dict) and "download_url" in value:
+            return await self._download(slot, files)
+        return None
+
+    async def _artifact(self, caller: Caller, tool: str, found: Located) -> FileInput:
+        started = time.monotonic()
+        span, artifact, blob = found.span, found.artifact, found.blob
+
+        def opener() -> AsyncIterator[bytes]:
+            if found.view is not None:
+                return _one(found.view)
+            return self.service.stream(blob, span.offset, span.end) if span.length else _one(b"")
+
+        self.handles.audit_resolved(caller, tool, found, started)
+        return FileInput(
+            name=artifact.name,
+            mime_type=found.mime_type,
+            size=span.length,
+            opener=opener,
+            max_read=self.handles.max_bytes,
+        )
+
+    async def _upload(self, caller: Caller, tool: str, slot: Slot, upload_id: Any) -> FileInput:
+        if not isinstance(upload_id, str):
+            raise InvalidRequest(f"{slot.name}: upload_id must be a string", argument=slot.name)
+        try:
+            session = await self.service.uploads.get(caller, upload_id)
+        except NotFound:
+            raise NotFound(f"{slot.name}: upload not found", argument=slot.name) from None
+        if session.state is not UploadState.COMPLETED or session.artifact_id is None:
+            raise InvalidRequest(
+                f"{slot.name}: upload {upload_id} is {session.state.value}, not committed: call "
+                "upload_commit first",
+                argument=slot.name,
+            )
+        handle = Slot({"uri": f"blobstore://artifacts/{session.artifact_id}"}, "uri", slot.name, slot.site)
+        return await self._artifact(caller, tool, await self.handles.look_up(caller, handle))
+
+    async def _download(self, slot: Slot, files: CallFiles) -> FileInput:
+        url = slot.value.get("download_url")
+        if not isinstance(url, str):
+            raise InvalidRequest(f"{slot.name}: download_url must be a string", argument=slot.name)
+        origin = _origin(url)
+        if origin is None or origin not in self.origins:
+            # The URL itself may carry a signature: only its origin is named.
+            raise InvalidRequest(
+                f"{slot.name}: download_url's origin {origin or '(none)'} is not one {ORIGINS_SETTING} "
+                "allows",
+                argument=slot.name,
+                origin=origin,
+            )
+        spool = await self._fetch(url, slot)
+        files.cleanup.callback(spool.unlink, missing_ok=True)
+        name = slot.value.get("file_name")
+        mime = slot.value.get("mime_type")
+        size = spool.stat().st_size
+        return FileInput(
+            name=name if isinstance(name, str) else None,
+            mime_type=mime if isinstance(mime, str) else None,
+            size=size,
+            opener=lambda: _read_file(spool),
+            local_path=spool,
+            max_read=self.handles.max_bytes,
+        )
+
+    async def _fetch(self, url: str, slot: Slot) -> Path:
+        """The body of ``url`` in a 0600 temporary file, at most the cap; no redirects are followed."""
+        cap = self.handles.max_bytes
+        fd, name = tempfile.mkstemp(prefix="blobstore-download-")
+        os.close(fd)
+        spool = Path(name)
+        try:
+            async with (
+                httpx.AsyncClient(follow_redirects=False, timeout=FETCH_TIMEOUT_SECONDS) as client,
+                client.stream("GET", url) as response,
+            ):
+                if response.status_code != 200:
+                    raise InvalidRequest(
+                        f"{slot.name}: download_url answered HTTP {response.status_code}", argument=slot.name
+                    )
+                received = 0
+                async with await anyio.open_file(spool, "wb") as out:
+                    async for piece in response.aiter_bytes(_PIECE):
+                        received += len(piece)
+                        if received > cap:
+                            raise LimitExceeded(
+                                f"{slot.name}: the file at download_url is more than {cap} bytes "
+                                f"({CAP_SETTING})",
+                                argument=slot.name,
+                                max_argument_bytes=cap,
+                            )
+                        await out.write(piece)
+        except httpx.HTTPError:
+            await anyio.Path(spool).unlink(missing_ok=True)
+            raise InvalidRequest(
+                f"{slot.name}: download_url could not be fetched", argument=slot.name
+            ) from None
+        except BlobstoreError:
+            await anyio.Path(spool).unlink(missing_ok=True)
+            raise
+        return spool
+
+
+def _origin(url: str) -> str | None:
+    try:
+        parts = urlsplit(url)
+        return normalize_origin(f"{parts.scheme}://{parts.netloc}")
+    except ValueError:
+        return None
+
+
+async def _read_file(path: Path) -> AsyncIterator[bytes]:
+    async with await anyio.open_file(path, "rb") as source:
+        while piece := await source.read(_PIECE):
+            yield piece
+
+
+__all__ = [
+    "FILE_SCHEMA",
+    "OPENAI_FILE_PARAMS",
+    "CallFiles",
+    "FileCalls",
+    "FileInput",
+    "file_argument",
+    "parse_data_url",
+]
