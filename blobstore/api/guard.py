@@ -118,10 +118,11 @@ class BodyGuard:
             return
         received = 0
         complete = False
+        refused = False
         rate = MinimumRate(self.min_rate, self.window)
 
         async def guarded() -> Message:
-            nonlocal received, complete
+            nonlocal received, complete, refused
             if complete:
                 return await receive()
             allowance = rate.allowance()
@@ -130,6 +131,7 @@ class BodyGuard:
                 message = await receive()
             rate.waited += time.monotonic() - started
             if timer.cancelled_caught:
+                refused = True
                 if allowance < self.timeout:
                     raise RequestTimeout(
                         f"the request body arrived slower than {self.min_rate:g} bytes per second "
@@ -142,6 +144,7 @@ class BodyGuard:
                 size = len(message.get("body", b""))
                 received += size
                 if received > self.max_body:
+                    refused = True
                     raise TooLarge(f"request body exceeds {self.max_body} bytes", max_size=self.max_body)
                 complete = not message.get("more_body", False)
                 rate.record(size)
@@ -154,10 +157,11 @@ class BodyGuard:
             return
 
         async def answering(message: Message) -> None:
-            if message["type"] == "http.response.start" and not complete:
+            if message["type"] == "http.response.start" and not complete and not refused:
                 # An answer before the end of the body (an upload refused half-way, on a full disk say):
                 # a server that closes the connection with body bytes unread resets it, and the client,
-                # still sending, never reads the answer. So the rest is read and dropped first, for a while.
+                # still sending, never reads the answer. So the rest is read and dropped first, for a while;
+                # not after this guard refused the body itself (too slow, too large): that answer goes now.
                 with anyio.move_on_after(LINGER_SECONDS):
                     try:
                         while not complete:

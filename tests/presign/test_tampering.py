@@ -26,6 +26,13 @@ from tests.presign.test_uploads import PART, begin, put_parts, split
 pytestmark = pytest.mark.s3
 
 
+async def started(api: httpx.AsyncClient, size: int, **extra: Any) -> tuple[bytes, dict[str, Any], str]:
+    """``size`` random bytes, the direct upload begun for them, and its id."""
+    data = os.urandom(size)
+    begun = await begin(api, data, **extra)
+    return data, begun, str(begun["upload_id"])
+
+
 async def nothing_visible(api: httpx.AsyncClient, s3_place: S3Place) -> None:
     assert (await api.get("/v1/artifacts")).json()["items"] == []
     assert s3_place.blob_keys() == []
@@ -62,9 +69,9 @@ async def completes_with(
 async def test_a_declared_sha256_the_parts_do_not_hash_to_is_a_digest_mismatch_and_the_upload_aborts(
     api: httpx.AsyncClient, storage_http: httpx.AsyncClient, s3_place: S3Place
 ) -> None:
-    data = os.urandom(PART + 500)
-    begun = await begin(api, data, sha256=hashlib.sha256(b"something else").hexdigest())
-    upload_id = begun["upload_id"]
+    data, begun, upload_id = await started(
+        api, PART + 500, sha256=hashlib.sha256(b"something else").hexdigest()
+    )
     sent = await put_parts(storage_http, begun["direct_parts"], split(data, PART))
 
     failed = await complete(api, upload_id, sent)
@@ -78,9 +85,7 @@ async def test_a_declared_sha256_the_parts_do_not_hash_to_is_a_digest_mismatch_a
 async def test_a_longer_last_part_is_refused_and_the_upload_aborts(
     api: httpx.AsyncClient, storage_http: httpx.AsyncClient, s3_place: S3Place
 ) -> None:
-    data = os.urandom(PART + 500)
-    begun = await begin(api, data)
-    upload_id = begun["upload_id"]
+    data, begun, upload_id = await started(api, PART + 500)
     first, last = split(data, PART)
     sent = await put_parts(storage_http, begun["direct_parts"], [first, last + b"tail"])
 
@@ -96,9 +101,7 @@ async def test_a_longer_last_part_is_refused_and_the_upload_aborts(
 async def test_a_part_replaced_after_its_etag_was_taken_never_becomes_the_artifact(
     api: httpx.AsyncClient, storage_http: httpx.AsyncClient, s3_place: S3Place
 ) -> None:
-    data = os.urandom(2 * PART + 300)
-    begun = await begin(api, data)
-    upload_id = begun["upload_id"]
+    data, begun, upload_id = await started(api, 2 * PART + 300)
     sent = await put_parts(storage_http, begun["direct_parts"], split(data, PART))
     # Someone holding the URL sends part 2 again with other bytes of the same length.
     url = next(part["url"] for part in begun["direct_parts"]["parts"] if part["part_number"] == 2)
@@ -133,9 +136,7 @@ async def test_a_completion_naming_a_part_never_sent_is_upload_incomplete(
     assert isinstance(service.blobs, S3BlobStore)
     if not listing:
         service.blobs.client.meta.events.register("before-call.s3.ListParts", refuse_list_parts)
-    data = os.urandom(2 * PART + 300)
-    begun = await begin(api, data)
-    upload_id = begun["upload_id"]
+    data, begun, upload_id = await started(api, 2 * PART + 300)
     parts = split(data, PART)
     sent = await put_parts(storage_http, begun["direct_parts"], parts[:2])
     invented = [*sent, {"part_number": 3, "etag": '"' + "0" * 32 + '"'}]
@@ -154,9 +155,7 @@ async def test_a_part_sent_through_an_expired_url_is_refused_by_s3_and_fresh_url
 ) -> None:
     settings = presign_settings(tmp_path, s3_place, s3_presign_seconds=1)
     async with app_client(create_app(settings)) as api:
-        data = os.urandom(PART + 100)
-        begun = await begin(api, data)
-        upload_id = begun["upload_id"]
+        data, begun, upload_id = await started(api, PART + 100)
         offer = begun["direct_parts"]
         assert all(httpx.URL(part["url"]).params["X-Amz-Expires"] == "1" for part in offer["parts"])
         if s3_place.name == "s3":
@@ -177,9 +176,7 @@ async def test_a_part_sent_through_an_expired_url_is_refused_by_s3_and_fresh_url
 async def test_a_completion_with_no_parts_is_refused_and_the_upload_can_still_be_aborted(
     api: httpx.AsyncClient, storage_http: httpx.AsyncClient, s3_place: S3Place
 ) -> None:
-    data = os.urandom(PART + 10)
-    begun = await begin(api, data)
-    upload_id = begun["upload_id"]
+    _data, _begun, upload_id = await started(api, PART + 10)
 
     failed = await complete(api, upload_id, [])
 

@@ -7,6 +7,7 @@ import anyio
 from starlette.types import Message, Receive, Scope, Send
 
 from blobstore.api.guard import BodyGuard
+from blobstore.errors import RequestTimeout
 from tests.security.test_timeouts import http_scope
 
 TIMEOUT = 0.2
@@ -79,3 +80,33 @@ async def test_a_request_without_a_body_is_answered_without_a_read() -> None:
 
     await BodyGuard(app, timeout=TIMEOUT, max_body=1000)(http_scope("GET", "/v1/artifacts"), receive, send)
     assert sent[0]["status"] == 200
+
+
+async def test_a_body_the_guard_refused_itself_is_answered_without_reading_more() -> None:
+    calls = 0
+
+    async def receive() -> Message:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return {"type": "http.request", "body": b"x" * 100, "more_body": True}
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            while True:
+                await receive()
+        except RequestTimeout:
+            await send({"type": "http.response.start", "status": 408, "headers": []})
+            await send({"type": "http.response.body", "body": b"slow"})
+
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await BodyGuard(app, timeout=TIMEOUT, max_body=1000)(sized_post(1000), receive, send)
+
+    assert (sent[0]["status"], calls) == (408, 2)
+    assert sent[0]["headers"] == []
