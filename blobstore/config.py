@@ -106,6 +106,9 @@ class Settings(BaseSettings):
     mcp_window_max: int = Field(default=1 * MiB, gt=0)
     mcp_chunk_max: int = Field(default=2 * MiB, gt=0)
     image_long_edge: int = Field(default=1024, gt=0)
+    proxy_max_message_bytes: int = Field(default=1 * GiB, gt=0)
+    """The longest message ``blobstore proxy`` reads from its upstream; a longer one is refused (its call gets
+    an error naming this cap) while the messages after it still flow."""
 
     log_level: str = "info"
     audit_log: Path | None = None

@@ -236,6 +236,46 @@ class ArtifactService:
         self.audit.outcome(caller, "upload", "ok", started, artifact=artifact)
         return artifact
 
+    async def stage(self, caller: Caller, data: AsyncIterable[bytes]) -> BlobInfo:
+        """Stream bytes into a new blob that no artifact points at yet, within the caller's size limit:
+        :meth:`publish` it, or :meth:`discard_staged` it. Until then it is invisible (the orphan sweep
+        removes it should the process end first)."""
+        max_size, quota_bound = await self.size_limit(caller.namespace)
+        try:
+            return await self.blobs.put(data, max_size=max_size)
+        except TooLarge:
+            if quota_bound:
+                raise QuotaExceeded(quota=self.settings.namespace_quota_bytes) from None
+            raise
+
+    async def discard_staged(self, blob: BlobInfo) -> None:
+        await self.blobs.delete(blob.key)
+
+    async def live_twin(
+        self,
+        caller: Caller,
+        *,
+        sha256: str,
+        size: int,
+        name: str,
+        metadata: dict[str, Any],
+        expires_at: datetime,
+    ) -> Artifact | None:
+        """The caller's live artifact with these bytes, name and metadata, its expiry moved to ``expires_at``
+        when that is later (pinned artifacts stay pinned); None when there is none."""
+        now = self.clock()
+        for found in await self.repo.find_artifacts_with_content(caller.namespace, sha256, now=now):
+            if found.name != name or found.metadata != metadata or found.size != size:
+                continue
+            if found.pinned or found.expires_at is None or found.expires_at >= expires_at:
+                return found
+            extended = await self.repo.update_artifact(
+                caller.namespace, found.id, expires_at=expires_at, now=now
+            )
+            if extended is not None:
+                return extended
+        return None
+
     async def publish(
         self,
         caller: Caller,
