@@ -114,6 +114,8 @@ def encoded_item(block: dict[str, Any], call: Call, index: int, kind: Literal["i
     if raw is None:
         logger.warning("tool %s: %s block %d is not valid base64; left as is", call.tool, kind, index)
         return Item(original=block, kind="other")
+    if not raw:
+        return Item(original=block, kind="other")  # nothing to store: an empty block passes as it came
     return Item(original=block, kind=kind, payload=data, raw=raw, mime_type=mime, name=name)
 
 
