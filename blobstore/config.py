@@ -132,6 +132,10 @@ class Settings(BaseSettings):
     and answers ``files/authorizeUpload`` and ``files/authorizeDownload``
     (``mcp_resources.files_capability``)."""
 
+    proxy_max_message_bytes: int = Field(default=1 * GiB, gt=0)
+    """The longest message ``blobstore proxy`` reads from its upstream; a longer one is refused (its call gets
+    an error naming this cap) while the messages after it still flow."""
+
     log_level: str = "info"
     audit_log: Path | None = None
     """File for audit JSON lines (made 0600); ``-``: standard output; default ``data_dir/audit.jsonl``."""

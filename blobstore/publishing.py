@@ -138,6 +138,19 @@ class Publisher:
         self.audit.outcome(caller, "upload", "ok", started, artifact=artifact)
         return artifact
 
+    async def stage(self, caller: Caller, data: AsyncIterable[bytes]) -> BlobInfo:
+        """Stream bytes into a new blob that no artifact points at yet, within the caller's size limit."""
+        max_size, quota_bound = await self.size_limit(caller.namespace)
+        try:
+            return await self.blobs.put(data, max_size=max_size)
+        except TooLarge:
+            if quota_bound:
+                raise QuotaExceeded(quota=self.settings.namespace_quota_bytes) from None
+            raise
+
+    async def discard_staged(self, blob: BlobInfo) -> None:
+        await self.blobs.delete(blob.key)
+
     async def publish(
         self,
         caller: Caller,

@@ -157,6 +157,62 @@ class ArtifactService:
             pinned=pinned,
         )
 
+    async def stage(self, caller: Caller, data: AsyncIterable[bytes]) -> BlobInfo:
+        """Stream bytes into a new blob that no artifact points at yet, within the caller's size limit:
+        :meth:`publish` it, or :meth:`discard_staged` it. Until then it is invisible (the orphan sweep
+        removes it should the process end first)."""
+        return await self.publisher.stage(caller, data)
+
+    async def discard_staged(self, blob: BlobInfo) -> None:
+        await self.publisher.discard_staged(blob)
+
+    async def publish(
+        self,
+        caller: Caller,
+        blob: BlobInfo,
+        *,
+        name: str,
+        declared_mime: str | None,
+        expires_at: datetime | None,
+        metadata: dict[str, Any],
+        head: bytes | None = None,
+    ) -> Artifact:
+        """A staged blob as a new artifact (see :meth:`Publisher.publish`)."""
+        return await self.publisher.publish(
+            caller,
+            blob,
+            name=name,
+            declared_mime=declared_mime,
+            expires_at=expires_at,
+            metadata=metadata,
+            head=head,
+        )
+
+    async def live_twin(
+        self,
+        caller: Caller,
+        *,
+        sha256: str,
+        size: int,
+        name: str,
+        metadata: dict[str, Any],
+        expires_at: datetime,
+    ) -> Artifact | None:
+        """The caller's live artifact with these bytes, name and metadata, its expiry moved to ``expires_at``
+        when that is later (pinned artifacts stay pinned); None when there is none."""
+        now = self.clock()
+        for found in await self.repo.find_artifacts_with_content(caller.namespace, sha256, now=now):
+            if found.name != name or found.metadata != metadata or found.size != size:
+                continue
+            if found.pinned or found.expires_at is None or found.expires_at >= expires_at:
+                return found
+            extended = await self.repo.update_artifact(
+                caller.namespace, found.id, expires_at=expires_at, now=now
+            )
+            if extended is not None:
+                return extended
+        return None
+
     # -- reading --------------------------------------------------------------------------------------------
 
     async def get_artifact(self, caller: Caller, artifact_id: str) -> Artifact:

@@ -113,20 +113,16 @@ class EmbeddedStore:
         """
         who = self._who(caller)
         service = self.service
-        now = service.clock()
-        expires_at = service.expiry_for(ttl_seconds, now)
-        wanted = validate_metadata(metadata)
-        digest = hashlib.sha256(data).hexdigest()
-        for found in await service.repo.find_artifacts_with_content(who.namespace, digest, now=now):
-            if found.name != name or found.metadata != wanted or found.size != len(data):
-                continue
-            if found.pinned or found.expires_at is None or found.expires_at >= expires_at:
-                return found
-            extended = await service.repo.update_artifact(
-                who.namespace, found.id, expires_at=expires_at, now=now
-            )
-            if extended is not None:
-                return extended
+        found = await service.live_twin(
+            who,
+            sha256=hashlib.sha256(data).hexdigest(),
+            size=len(data),
+            name=name,
+            metadata=validate_metadata(metadata),
+            expires_at=service.expiry_for(ttl_seconds, service.clock()),
+        )
+        if found is not None:
+            return found
         return await self.put(
             data, name=name, mime_type=mime_type, ttl_seconds=ttl_seconds, metadata=metadata, caller=who
         )

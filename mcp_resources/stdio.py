@@ -141,7 +141,9 @@ class HostStdio:
     terminal, ``/dev/null``) line by line in a worker thread.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, limit: int = LINE_LIMIT) -> None:
+        self._limit = limit
+        """What the pipe's reader buffers at most (twice this before it stops reading)."""
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._stdin: BinaryIO | None = None
@@ -156,7 +158,7 @@ class HostStdio:
         # Duplicates, so closing the transports never closes the process's own descriptors.
         stdin = os.fdopen(os.dup(sys.stdin.fileno()), "rb", buffering=0)
         stdout = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
-        reader = asyncio.StreamReader(limit=LINE_LIMIT)
+        reader = asyncio.StreamReader(limit=self._limit)
         # asyncio also takes a character device (a terminal, /dev/null), but registers it with the selector
         # only in a later callback, where the kernel refuses one that cannot be polled (/dev/null: EPERM) and
         # the read then never ends: only pipes and sockets go to the event loop.
@@ -176,6 +178,12 @@ class HostStdio:
         else:
             self._stdout = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
             stdout.close()
+
+    @property
+    def stream(self) -> asyncio.StreamReader | None:
+        """Stdin as the event loop reads it, for a caller that reads it in pieces; None when it is read
+        line by line in a thread (not a pipe or socket)."""
+        return self._reader
 
     async def receive(self) -> bytes | None:
         if self._reader is not None:

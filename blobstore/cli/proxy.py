@@ -54,10 +54,12 @@ async def run_proxy(
     from mcp_resources.proxy.contracts import ResultOffloader
     from mcp_resources.proxy.http_upstream import HttpUpstream
     from mcp_resources.proxy.local import LocalStore
+    from mcp_resources.proxy.long_values import MessageSinks
+    from mcp_resources.proxy.message_reader import READ_SIZE, MessageReader
     from mcp_resources.proxy.offload import Offloader
     from mcp_resources.proxy.relay import Relay
     from mcp_resources.proxy.rules import load_rules
-    from mcp_resources.proxy.transport import HostStdio, StdioUpstream, Upstream
+    from mcp_resources.proxy.transport import HostChannel, HostStdio, StdioUpstream, Upstream
 
     rules = load_rules(settings, profile=profile, config_path=offload_config, read_tool_hint=read_tool)
     # A server, like `blobstore mcp`: it brings the schema up to date before it serves.
@@ -82,10 +84,21 @@ async def run_proxy(
                 audit=service.audit,
             )
 
-        upstream: Upstream = HttpUpstream(url, headers) if url is not None else StdioUpstream(command)
+        def reading(stream: asyncio.StreamReader) -> MessageReader:
+            return MessageReader(
+                stream,
+                max_message=settings.proxy_max_message_bytes,
+                sinks=lambda: MessageSinks(service, caller),
+                long_at=rules.streaming_threshold(),
+            )
+
+        upstream: Upstream = (
+            HttpUpstream(url, headers) if url is not None else StdioUpstream(command, reading=reading)
+        )
         await upstream.start()
-        host = HostStdio()
-        await host.open()
+        stdio = HostStdio(limit=READ_SIZE)
+        await stdio.open()
+        host = HostChannel(stdio, max_message=settings.proxy_max_message_bytes)
         async with local.running():
             relay = Relay(host=host, upstream=upstream, local=local, offloader=offloader, read_tool=read_tool)
             return await relay.run()

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 
 import httpx
@@ -22,6 +22,8 @@ from mcp.shared.inbound import (
     encode_header_value,
 )
 from mcp.types import PROTOCOL_VERSION_META_KEY
+
+from mcp_resources.proxy.message_reader import Whole
 
 logger = logging.getLogger("mcp_resources.proxy")
 
@@ -36,7 +38,7 @@ class HttpUpstream:
         self.description = httpx.URL(url).host or url
         self._headers = dict(headers or {})
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=30.0))
-        self._inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._inbox: asyncio.Queue[Whole | None] = asyncio.Queue()
         self._session_id: str | None = None
         self._version: str | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -46,8 +48,11 @@ class HttpUpstream:
     async def start(self) -> None:
         return None
 
-    async def receive(self) -> bytes | None:
+    async def receive(self) -> Whole | None:
         return await self._inbox.get()
+
+    async def send_parts(self, parts: AsyncIterator[bytes]) -> None:
+        await self.send(b"".join([part async for part in parts]))
 
     def _headers_for(self, message: Mapping[str, Any]) -> dict[str, str]:
         headers = {
@@ -99,7 +104,7 @@ class HttpUpstream:
                     answer = (await response.aread()).strip()
                     if answer:
                         self._learn_version(answer)
-                        await self._inbox.put(answer)
+                        await self._inbox.put(Whole(answer))
         except httpx.HTTPError as exc:
             logger.error("upstream %s: HTTP request failed: %s", self.description, type(exc).__name__)
             await self._fail()
@@ -110,7 +115,7 @@ class HttpUpstream:
             try:
                 parsed = json.loads(body)
                 if isinstance(parsed, dict) and "error" in parsed and "id" in parsed:
-                    await self._inbox.put(body)
+                    await self._inbox.put(Whole(body))
                     return
             except ValueError:
                 pass
@@ -119,7 +124,7 @@ class HttpUpstream:
                 "id": message["id"],
                 "error": {"code": -32603, "message": f"upstream answered HTTP {response.status_code}"},
             }
-            await self._inbox.put(json.dumps(error).encode())
+            await self._inbox.put(Whole(json.dumps(error).encode()))
         if response.status_code == 404 and self._session_id is not None:
             logger.error("upstream %s: session ended (HTTP 404)", self.description)
             await self._fail()
@@ -142,12 +147,12 @@ class HttpUpstream:
                     data = []
                     if payload:
                         self._learn_version(payload)
-                        await self._inbox.put(payload)
+                        await self._inbox.put(Whole(payload))
                 continue
             if line.startswith("data:"):
                 data.append(line[5:].removeprefix(" "))
         if data:
-            await self._inbox.put("\n".join(data).strip().encode())
+            await self._inbox.put(Whole("\n".join(data).strip().encode()))
 
     async def _fail(self) -> None:
         if not self._failed:

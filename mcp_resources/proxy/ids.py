@@ -11,7 +11,7 @@ import asyncio
 import itertools
 import json
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,10 @@ def wire(message: Any) -> bytes:
     return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+Raw = bytes | Mapping[str, Any]
+"""A message as it came (its bytes), or as parsed when it was read incrementally."""
+
+
 @dataclass
 class Pending:
     """A host request forwarded upstream, awaiting its response."""
@@ -33,7 +37,7 @@ class Pending:
     host_id: Any
     method: str
     params: dict[str, Any]
-    handle: Callable[[Pending, bytes, dict[str, Any]], Awaitable[None]] | None = None
+    handle: Callable[[Pending, Raw, dict[str, Any]], Awaitable[None]] | None = None
     """How to treat the response; None forwards it as it came."""
 
 
@@ -113,8 +117,10 @@ class IdMap:
         return known
 
 
-def restore_id(raw: bytes, proxy_id: str, host_id: Any, message: dict[str, Any]) -> bytes:
+def restore_id(raw: Raw, proxy_id: str, host_id: Any, message: dict[str, Any]) -> bytes | dict[str, Any]:
     """The upstream's response with the host's id put back, replacing that one token in the raw bytes."""
+    if not isinstance(raw, bytes):
+        return {**message, "id": host_id}
     token = wire(proxy_id)
     if raw.count(token) == 1:
         return raw.replace(token, wire(host_id))

@@ -24,8 +24,7 @@ Downscale = Callable[[Artifact, int], Awaitable[dict[str, Any] | None]]
 
 
 def image_due(item: Item, rules: ToolRules, edge: int) -> bool:
-    assert item.raw is not None
-    if rules.mode == "always" or len(item.raw) > rules.inline_limit:
+    if rules.mode == "always" or item.size > rules.inline_limit:
         return True
     size = image_size(item.original)
     return size is None or max(size) > edge

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from blobstore.models import Artifact
+from mcp_resources.proxy.lines import dropped_payload_line
+from mcp_resources.proxy.long_values import LongString, StagedPayload
 from mcp_resources.proxy.measure import ENVELOPE_BYTES, decode_base64, measure
 from mcp_resources.proxy.rules import BYTES_PER_TOKEN, ToolRules
 
@@ -31,9 +33,11 @@ class Item:
 
     original: dict[str, Any]
     kind: Kind
-    payload: str | None = None
+    payload: str | LongString | None = None
     """The upstream's base64 (or text), to recognise duplicates in structuredContent."""
     raw: bytes | None = None
+    staged: StagedPayload | None = None
+    """The payload when it was streamed into the store's staging as it arrived (then ``raw`` is None)."""
     mime_type: str = "application/octet-stream"
     name: str = "artifact"
     blocks: list[dict[str, Any]] = field(default_factory=list)
@@ -68,8 +72,19 @@ class Item:
         return self.level > 0
 
     @property
+    def has_payload(self) -> bool:
+        return self.raw is not None or self.staged is not None
+
+    @property
+    def size(self) -> int:
+        """Bytes of the payload (decoded)."""
+        if self.staged is not None:
+            return self.staged.size
+        return len(self.raw or b"")
+
+    @property
     def shrinkable(self) -> bool:
-        return self.kind != "other" and self.raw is not None and self.level < 2
+        return self.kind != "other" and self.has_payload and self.level < 2
 
 
 def extension(mime: str) -> str:
@@ -89,15 +104,23 @@ def encoded_item(block: dict[str, Any], call: Call, index: int, kind: Literal["i
     """The item of an ``image`` or ``audio`` block (its base64 in ``data``); ``other`` when that is not
     base64, which no rule offloads."""
     mime = str(block.get("mimeType") or "application/octet-stream")
-    raw = decode_base64(block["data"])
+    name = f"{call.tool}-{index}{extension(mime)}"
+    data = block["data"]
+    if isinstance(data, StagedPayload):
+        if not data.valid:
+            return dropped_item(block, call, index, kind, data)
+        return Item(original=block, kind=kind, payload=data, staged=data, mime_type=mime, name=name)
+    raw = decode_base64(data)
     if raw is None:
         logger.warning("tool %s: %s block %d is not valid base64; left as is", call.tool, kind, index)
         return Item(original=block, kind="other")
-    return Item(
-        original=block,
-        kind=kind,
-        payload=block["data"],
-        raw=raw,
-        mime_type=mime,
-        name=f"{call.tool}-{index}{extension(mime)}",
-    )
+    if not raw:
+        return Item(original=block, kind="other")  # nothing to store: an empty block passes as it came
+    return Item(original=block, kind=kind, payload=data, raw=raw, mime_type=mime, name=name)
+
+
+def dropped_item(block: dict[str, Any], call: Call, index: int, kind: str, data: StagedPayload) -> Item:
+    """A block whose long payload turned out not to be base64: it was not kept, so a line says so."""
+    logger.warning("tool %s: %s block %d is not valid base64; replaced by a line", call.tool, kind, index)
+    line = dropped_payload_line(kind, index, data.length, data.invalid_at or 0)
+    return Item(original=block, kind="other", blocks=[{"type": "text", "text": line}], level=1)

@@ -86,3 +86,10 @@ def whole_result_line(
         f"bytes and {profile.max_result_tokens} tokens). The whole result is stored as JSON: "
         f"{describe(artifact)} at {artifact.uri}; {read}]"
     )
+
+
+def dropped_payload_line(kind: str, index: int, length: int, invalid_at: int) -> str:
+    return (
+        f"[{kind} block {index}: its {length} characters of data are not valid base64 (from character "
+        f"{invalid_at} on), so the proxy could neither store nor pass them on]"
+    )

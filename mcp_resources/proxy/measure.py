@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import math
 from collections.abc import Mapping
 from typing import Any, Final
 
 from blobstore.media import PROBE_BYTES, probe
 from mcp_resources.content import estimate_image_tokens
+from mcp_resources.proxy.long_values import LongString, StagedPayload, json_parts
 from mcp_resources.proxy.rules import BYTES_PER_TOKEN
 from mcp_resources.uris import ARTIFACT_META_KEY
 
@@ -24,7 +24,8 @@ ENVELOPE_BYTES: Final = 256
 
 
 def compact_size(value: Any) -> int:
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+    """Bytes of the compact JSON of ``value``; a long string counts what its JSON literal will be."""
+    return sum(part.json_size if isinstance(part, LongString) else len(part) for part in json_parts(value))
 
 
 def decode_base64(data: str) -> bytes | None:
@@ -42,9 +43,12 @@ def image_size(block: Mapping[str, Any]) -> tuple[int, int] | None:
     if isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0:
         return width, height
     data = block.get("data")
-    if not isinstance(data, str):
+    if isinstance(data, StagedPayload):
+        head: bytes | None = bytes(data.head)
+    elif isinstance(data, str):
+        head = decode_base64(data[: (PROBE_BYTES // 3) * 4])
+    else:
         return None
-    head = decode_base64(data[: (PROBE_BYTES // 3) * 4])
     facts = probe(str(block.get("mimeType") or "image/png"), head or b"")
     width, height = facts.get("width"), facts.get("height")
     if isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0:
@@ -64,7 +68,11 @@ def measure(result: Mapping[str, Any]) -> tuple[int, int]:
     image_tokens = 0
     content = result.get("content")
     for block in content if isinstance(content, list) else []:
-        if isinstance(block, dict) and block.get("type") == "image" and isinstance(block.get("data"), str):
+        if (
+            isinstance(block, dict)
+            and block.get("type") == "image"
+            and isinstance(block.get("data"), str | LongString)
+        ):
             size = image_size(block)
             if size is not None:
                 image_chars += len(block["data"])

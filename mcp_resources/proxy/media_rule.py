@@ -10,8 +10,9 @@ import logging
 from typing import Any
 
 from blobstore.models import Artifact
-from mcp_resources.proxy.items import Call, Item, extension, uri_leaf, usable_name
+from mcp_resources.proxy.items import Call, Item, dropped_item, extension, uri_leaf, usable_name
 from mcp_resources.proxy.lines import media_line
+from mcp_resources.proxy.long_values import StagedPayload
 from mcp_resources.proxy.measure import decode_base64
 from mcp_resources.proxy.rules import ToolRules
 
@@ -19,19 +20,23 @@ logger = logging.getLogger("mcp_resources.proxy")
 
 
 def blob_item(block: dict[str, Any], resource: dict[str, Any], call: Call, index: int) -> Item:
-    raw = decode_base64(resource["blob"])
-    if raw is None:
-        logger.warning("tool %s: resource block %d is not valid base64; left as is", call.tool, index)
-        return Item(original=block, kind="other")
     mime = str(resource.get("mimeType") or "") or "application/octet-stream"
     leaf = uri_leaf(str(resource.get("uri") or ""))
     name = leaf if usable_name(leaf) else f"{call.tool}-{index}{extension(mime)}"
-    return Item(original=block, kind="blob", payload=resource["blob"], raw=raw, mime_type=mime, name=name)
+    blob = resource["blob"]
+    if isinstance(blob, StagedPayload):
+        if not blob.valid:
+            return dropped_item(block, call, index, "resource", blob)
+        return Item(original=block, kind="blob", payload=blob, staged=blob, mime_type=mime, name=name)
+    raw = decode_base64(blob)
+    if raw is None:
+        logger.warning("tool %s: resource block %d is not valid base64; left as is", call.tool, index)
+        return Item(original=block, kind="other")
+    return Item(original=block, kind="blob", payload=blob, raw=raw, mime_type=mime, name=name)
 
 
 def media_due(item: Item, rules: ToolRules) -> bool:
-    assert item.raw is not None
-    return rules.mode == "always" or len(item.raw) > rules.inline_limit
+    return rules.mode == "always" or item.size > rules.inline_limit
 
 
 def render_media(item: Item, artifact: Artifact, *, link: dict[str, Any], read: str, level: int) -> None:

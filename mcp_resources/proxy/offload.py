@@ -20,7 +20,6 @@ model reads are worded in :mod:`~mcp_resources.proxy.lines`.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any, Final
@@ -32,6 +31,7 @@ from mcp_resources.embed import EmbeddedStore
 from mcp_resources.proxy.image_rule import halved_edge, image_due, render_image
 from mcp_resources.proxy.items import BINARY_KINDS, TEXT_KINDS, Call, Item, encoded_item
 from mcp_resources.proxy.lines import ReadHint, whole_result_line
+from mcp_resources.proxy.long_values import LongString, StagedPayload
 from mcp_resources.proxy.measure import ENVELOPE_BYTES, measure
 from mcp_resources.proxy.media_rule import blob_item, media_due, render_media
 from mcp_resources.proxy.resource_read import offload_resource_read
@@ -51,15 +51,15 @@ def item_for(block: Any, call: Call, index: int) -> Item:
     if not isinstance(block, dict):
         return Item(original={"value": block}, kind="other", blocks=[block])
     kind = block.get("type")
-    if (kind == "image" or kind == "audio") and isinstance(block.get("data"), str):
+    if (kind == "image" or kind == "audio") and isinstance(block.get("data"), str | StagedPayload):
         return encoded_item(block, call, index, kind)
-    if kind == "text" and isinstance(block.get("text"), str):
+    if kind == "text" and isinstance(block.get("text"), str | StagedPayload):
         return text_item(block, call, index)
     resource = block.get("resource")
     if kind == "resource" and isinstance(resource, dict):
-        if isinstance(resource.get("blob"), str):
+        if isinstance(resource.get("blob"), str | StagedPayload):
             return blob_item(block, resource, call, index)
-        if isinstance(resource.get("text"), str):
+        if isinstance(resource.get("text"), str | StagedPayload):
             return resource_text_item(block, resource, call, index)
     return Item(original=block, kind="other")
 
@@ -163,7 +163,7 @@ class Offloader:
         images = sum(1 for item in items if item.kind == "image")
         edge = min(rules.image_long_edge, self.rules.profile.image_edge_limit(images))
         for item in items:
-            if item.raw is not None and _due(item, call, edge):
+            if item.has_payload and _due(item, call, edge):
                 await self._apply(call, item, level=1, edge=edge)
         structured = result.get("structuredContent")
         has_structured = "structuredContent" in result
@@ -208,9 +208,9 @@ class Offloader:
         cut = item.kind in TEXT_KINDS and can_cut(item, call.rules)
         await self._apply(call, item, level=1 if cut else 2, edge=edge)
 
-    def _duplicates(self, items: list[Item]) -> dict[str, dict[str, Any]]:
+    def _duplicates(self, items: list[Item]) -> dict[str | LongString, dict[str, Any]]:
         """Base64 payloads the proxy offloaded, each with its replacements (see structured.py)."""
-        found: dict[str, dict[str, Any]] = {}
+        found: dict[str | LongString, dict[str, Any]] = {}
         for item in items:
             if item.changed and item.artifact is not None and item.kind in BINARY_KINDS:
                 assert item.payload is not None
@@ -255,11 +255,7 @@ class Offloader:
         tokens: int,
     ) -> dict[str, Any]:
         """Last resort: store the whole result as JSON and link it."""
-        raw = json.dumps(result, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-        item = Item(
-            original=result, kind="blob", raw=raw, mime_type="application/json", name=f"{call.tool}.json"
-        )
-        artifact = await self.writer.store_item(call, item)
+        artifact = await self.writer.store_json(call, result, name=f"{call.tool}.json")
         profile = self.rules.profile
         line = whole_result_line(
             artifact,

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from mcp.types import PROTOCOL_VERSION_META_KEY
@@ -25,8 +25,10 @@ from mcp.types import PROTOCOL_VERSION_META_KEY
 from blobstore.errors import UpstreamUnavailable
 from mcp_resources.errors import error_data, jsonrpc_code, to_mcp_error
 from mcp_resources.proxy.contracts import OffloaderFactory, ResultOffloader
-from mcp_resources.proxy.ids import IdMap, Own, Pending, restore_id, wire
+from mcp_resources.proxy.ids import IdMap, Own, Pending, Raw, restore_id
 from mcp_resources.proxy.local import LocalStore
+from mcp_resources.proxy.long_values import LongString, MessageSinks, json_parts, json_stream
+from mcp_resources.proxy.message_reader import Refused, Streamed
 from mcp_resources.proxy.store_side import (
     LIST_METHODS,
     StoreSide,
@@ -74,6 +76,7 @@ class Relay:
         )
         self._envelope: dict[str, Any] | None = None  # the host's latest 2026-07-28 _meta envelope
         self._tasks: set[asyncio.Task[None]] = set()
+        self._host_lock = asyncio.Lock()
         self._gone = False
         self._host_done = False
         self.upstream_name = upstream.description
@@ -84,12 +87,19 @@ class Relay:
 
     # -- plumbing ---------------------------------------------------------------------------------------
 
-    def _spawn(self, work: Awaitable[None], *, answering: Any = _NOBODY) -> None:
-        """Run ``work`` beside the loops; if it fails, the host request it is ``answering`` gets an error."""
+    def _spawn(
+        self,
+        work: Awaitable[None],
+        *,
+        answering: Any = _NOBODY,
+        then: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """Run ``work`` beside the loops; if it fails, the host request it is ``answering`` gets an error.
+        ``then`` runs after it either way."""
 
         async def run() -> None:
             try:
-                await work
+                await self._then(work, then)
             except UpstreamGone:
                 if answering is not _NOBODY:
                     await self.answer(answering, self._gone_error())
@@ -104,14 +114,35 @@ class Relay:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    @staticmethod
+    async def _then(work: Awaitable[None], then: Callable[[], Awaitable[None]] | None) -> None:
+        try:
+            await work
+        finally:
+            if then is not None:
+                await then()
+
     async def to_host(self, message: bytes | Mapping[str, Any]) -> None:
-        await self.host.send(message if isinstance(message, bytes) else wire(message))
+        """One message to the host; one whose long strings are held elsewhere is written in pieces, and
+        nothing else goes out in between."""
+        parts: list[bytes | LongString] = [message] if isinstance(message, bytes) else json_parts(message)
+        async with self._host_lock:
+            if len(parts) == 1 and isinstance(parts[0], bytes):
+                await self.host.send(parts[0])
+                return
+            async for piece in json_stream(parts):
+                await self.host.send_parts([piece])
+            await self.host.send_parts([b"\n"])
 
     async def _to_upstream(self, message: bytes | Mapping[str, Any]) -> None:
         if self._gone:
             raise UpstreamGone()
         try:
-            await self.upstream.send(message if isinstance(message, bytes) else wire(message))
+            parts: list[bytes | LongString] = [message] if isinstance(message, bytes) else json_parts(message)
+            if len(parts) == 1 and isinstance(parts[0], bytes):
+                await self.upstream.send(parts[0])
+            else:
+                await self.upstream.send_parts(json_stream(parts))
         except (ConnectionError, BrokenPipeError) as exc:
             raise UpstreamGone() from exc
 
@@ -171,12 +202,21 @@ class Relay:
         return 0
 
     async def _host_loop(self) -> None:
-        while (raw := await self.host.receive()) is not None:
-            try:
-                message = json.loads(raw)
-            except ValueError:
-                await self._error(None, -32700, "Parse error")
+        while (incoming := await self.host.receive()) is not None:
+            if isinstance(incoming, Refused):
+                await self._host_refused(incoming)
                 continue
+            if isinstance(incoming, Streamed):
+                # Large arguments: held in temporary files, written to the upstream from there.
+                raw: Raw = incoming.message
+                message = incoming.message
+            else:
+                try:
+                    message = json.loads(incoming.raw)
+                except ValueError:
+                    await self._error(None, -32700, "Parse error")
+                    continue
+                raw = incoming.raw
             if not isinstance(message, dict):
                 # JSON-RPC batches left MCP in 2025-06-18; no version the proxy relays has them.
                 await self._error(None, -32600, "Invalid Request: batches are not supported")
@@ -184,16 +224,55 @@ class Relay:
             await self._from_host(raw, message)
         self._host_done = True
 
+    async def _host_refused(self, refused: Refused) -> None:
+        if refused.reason == "invalid_json":
+            await self._error(None, -32700, "Parse error")
+        elif refused.reason == "over_cap":
+            if isinstance(refused.method, str) and refused.ident is not None:
+                error = {"code": -32603, "message": refused.detail, "data": {"reason": refused.reason}}
+                await self.answer(refused.ident, {"error": error})
+            else:
+                logger.warning("proxy: %s; dropped", refused.detail)
+
     async def _upstream_loop(self) -> None:
-        while (raw := await self.upstream.receive()) is not None:
-            try:
-                message = json.loads(raw)
-            except ValueError:
-                logger.warning("proxy: the upstream sent a line that is not JSON; dropped")
+        while (incoming := await self.upstream.receive()) is not None:
+            if isinstance(incoming, Refused):
+                await self._refused(incoming)
                 continue
-            if isinstance(message, dict):
-                await self._from_upstream(raw, message)
+            if isinstance(incoming, Streamed):
+                message, raw, sinks = incoming.message, None, incoming.sinks
+            else:
+                try:
+                    message = json.loads(incoming.raw)
+                except ValueError:
+                    logger.warning("proxy: the upstream sent a line that is not JSON; dropped")
+                    continue
+                raw, sinks = incoming.raw, None
+            if not isinstance(message, dict):
+                if sinks is not None:
+                    await sinks.release()
+                continue
+            await self._from_upstream(raw, message, sinks)
         await self._upstream_gone()
+
+    async def _refused(self, refused: Refused) -> None:
+        """A message the proxy would not take whole: the call it answers, when known, gets the reason."""
+        logger.warning("proxy: %s (%d bytes); dropped", refused.detail, refused.size)
+        ident = refused.ident
+        if isinstance(refused.method, str):
+            if ident is not None:
+                error = {"code": -32603, "message": refused.detail}
+                await self._safe_upstream({"jsonrpc": "2.0", "id": ident, "error": error})
+            return
+        entry = self.ids.settle(ident) if isinstance(ident, str) else None
+        if isinstance(entry, Own):
+            if not entry.future.done():
+                entry.future.set_result({"error": {"code": -32603, "message": refused.detail}})
+        elif entry is not None:
+            data = {"reason": refused.reason}
+            await self.answer(
+                entry.host_id, {"error": {"code": -32603, "message": refused.detail, "data": data}}
+            )
 
     async def _upstream_gone(self) -> None:
         self._gone = True
@@ -217,7 +296,7 @@ class Relay:
 
     # -- host → proxy -----------------------------------------------------------------------------------
 
-    async def _from_host(self, raw: bytes, message: dict[str, Any]) -> None:
+    async def _from_host(self, raw: Raw, message: dict[str, Any]) -> None:
         method = message.get("method")
         if not isinstance(method, str):
             await self._host_response(message)
@@ -257,7 +336,7 @@ class Relay:
             return
         await self._forward_request(message, pending)
 
-    async def _host_notification(self, raw: bytes, method: str, params: dict[str, Any]) -> None:
+    async def _host_notification(self, raw: Raw, method: str, params: dict[str, Any]) -> None:
         if method == "notifications/cancelled":
             proxy_id = self.ids.for_host_id(params.get("requestId"))
             if proxy_id is None:
@@ -287,37 +366,56 @@ class Relay:
 
     # -- upstream → proxy -------------------------------------------------------------------------------
 
-    async def _from_upstream(self, raw: bytes, message: dict[str, Any]) -> None:
+    async def _from_upstream(
+        self, raw: bytes | None, message: dict[str, Any], sinks: MessageSinks | None
+    ) -> None:
+        """Route one upstream message; ``raw`` is None for one read incrementally (held as ``message``, its
+        long strings in ``sinks``, released once it is answered)."""
+        try:
+            work = await self._route_upstream(raw if raw is not None else message, message)
+        except BaseException:
+            if sinks is not None:
+                await sinks.release()
+            raise
+        if work is None:
+            if sinks is not None:
+                await sinks.release()
+            return
+        handle, host_id = work
+        self._spawn(handle, answering=host_id, then=sinks.release if sinks is not None else None)
+
+    async def _route_upstream(self, raw: Raw, message: dict[str, Any]) -> tuple[Awaitable[None], Any] | None:
+        """Forward what needs no look inside; the handler to run (and the host id it answers) otherwise."""
         method = message.get("method")
         if isinstance(method, str):
             if "id" in message:
                 # A server-to-client request: the host sees a proxy id, answered back under the upstream's.
                 await self.to_host({**message, "id": self.ids.from_upstream(message["id"])})
-                return
+                return None
             if method == "notifications/cancelled":
                 params = message.get("params") or {}
                 known = self.ids.cancelled_by_upstream(params.get("requestId"))
                 if known is not None:
                     await self.to_host({**message, "params": {**params, "requestId": known}})
-                    return
+                    return None
             if method == "notifications/tools/list_changed":
                 self.catalog.forget()
             await self.to_host(raw)
-            return
+            return None
         ident = message.get("id")
         entry = self.ids.settle(ident) if isinstance(ident, str) else None
         if entry is None or not isinstance(ident, str):
             logger.warning("proxy: the upstream answered a request the proxy did not send; dropped")
-            return
+            return None
         if isinstance(entry, Own):
             if not entry.future.done():
                 entry.future.set_result({k: v for k, v in message.items() if k in ("result", "error")})
-            return
+            return None
         restored = restore_id(raw, ident, entry.host_id, message)
         if entry.handle is None:
             await self.to_host(restored)
-            return
-        self._spawn(entry.handle(entry, restored, message), answering=entry.host_id)
+            return None
+        return entry.handle(entry, restored, message), entry.host_id
 
     # -- responses the proxy looks into -----------------------------------------------------------------
 
@@ -326,7 +424,7 @@ class Relay:
         if name is not None:
             self.upstream_name = name
 
-    async def _initialized_response(self, pending: Pending, raw: bytes, message: dict[str, Any]) -> None:
+    async def _initialized_response(self, pending: Pending, raw: Raw, message: dict[str, Any]) -> None:
         result = message.get("result")
         if not isinstance(result, dict):
             await self.to_host(raw)
@@ -335,7 +433,7 @@ class Relay:
         self._learn_name(result)
         await self.answer(pending.host_id, {"result": with_store_capabilities(result)})
 
-    async def _discovered_response(self, pending: Pending, raw: bytes, message: dict[str, Any]) -> None:
+    async def _discovered_response(self, pending: Pending, raw: Raw, message: dict[str, Any]) -> None:
         result = message.get("result")
         if not isinstance(result, dict):
             await self.to_host(raw)
@@ -352,7 +450,7 @@ class Relay:
             return
         await self._forward_request(message, pending)
 
-    async def _tool_call_response(self, pending: Pending, raw: bytes, message: dict[str, Any]) -> None:
+    async def _tool_call_response(self, pending: Pending, raw: Raw, message: dict[str, Any]) -> None:
         result = message.get("result")
         offloader = self.catalog.offloader
         if not isinstance(result, dict) or offloader is None:
@@ -372,7 +470,7 @@ class Relay:
         else:
             await self.answer(pending.host_id, {"result": changed})
 
-    async def _resource_read_response(self, pending: Pending, raw: bytes, message: dict[str, Any]) -> None:
+    async def _resource_read_response(self, pending: Pending, raw: Raw, message: dict[str, Any]) -> None:
         result = message.get("result")
         if not isinstance(result, dict):
             await self.to_host(raw)

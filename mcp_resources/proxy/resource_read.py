@@ -15,6 +15,7 @@ from mcp.shared.exceptions import MCPError
 from blobstore.errors import RangeRequired
 from mcp_resources.errors import error_data, jsonrpc_code
 from mcp_resources.proxy.items import Call, Item, extension, uri_leaf, usable_name
+from mcp_resources.proxy.long_values import StagedPayload
 from mcp_resources.proxy.measure import ENVELOPE_BYTES, compact_size, decode_base64
 from mcp_resources.proxy.rules import OffloadRules
 from mcp_resources.proxy.storing import ArtifactWriter, canonical_digest
@@ -43,13 +44,13 @@ async def offload_resource_read(
         for index, content in enumerate(contents)
         if isinstance(content, dict)
     ]
-    due = [item for item in items if item.raw is not None and len(item.raw) > limit]
+    due = [item for item in items if item.has_payload and item.size > limit]
     if not due:
         if compact_size(result) + ENVELOPE_BYTES <= rules.profile.max_result_bytes:
             return None
         # Contents each within the inline limit that together overflow the host's cap: store the largest.
-        due = [max(items, key=lambda item: len(item.raw or b""))] if items else []
-        if not due or due[0].raw is None:
+        due = [max(items, key=lambda item: item.size)] if items else []
+        if not due or not due[0].has_payload:
             return None
     stored = [(item.original, await writer.store_item(call, item)) for item in due]
     window = _window_request(params)
@@ -92,7 +93,11 @@ async def offload_resource_read(
 def _resource_item(content: dict[str, Any], uri: str, index: int) -> Item:
     """One content of a resources/read result as an item to store (raw None when it has no payload)."""
     raw: bytes | None = None
-    if isinstance(content.get("blob"), str):
+    staged: StagedPayload | None = None
+    payload = content.get("blob", content.get("text"))
+    if isinstance(payload, StagedPayload):
+        staged = payload if payload.valid else None
+    elif isinstance(content.get("blob"), str):
         raw = decode_base64(content["blob"])
     elif isinstance(content.get("text"), str):
         raw = content["text"].encode("utf-8")
@@ -100,7 +105,7 @@ def _resource_item(content: dict[str, Any], uri: str, index: int) -> Item:
     mime = str(content.get("mimeType") or fallback)
     leaf = uri_leaf(str(content.get("uri") or uri))
     name = leaf if usable_name(leaf) else f"resource-{index}{extension(mime)}"
-    return Item(original=content, kind="blob", raw=raw, mime_type=mime, name=name)
+    return Item(original=content, kind="blob", raw=raw, staged=staged, mime_type=mime, name=name)
 
 
 def _window_request(params: Mapping[str, Any]) -> tuple[int, int | None] | None:

@@ -21,6 +21,8 @@ BYTES_PER_TOKEN: Final = 4
 """Text (and any base64 that is not an inline image) is estimated at one token per four bytes."""
 DEFAULT_TEXT_THRESHOLD: Final = 64 * 1024
 DEFAULT_TEXT_PREVIEW: Final = 4 * 1024
+MIN_STREAMED: Final = MiB
+"""Strings shorter than this are held in memory like the rest of a message."""
 MANY_IMAGES: Final = 20
 """Above this many images in one result, the profile's smaller edge limit applies."""
 
@@ -84,6 +86,14 @@ class OffloadRules:
     text_preview: int
     read_tool_hint: bool
     tools: Mapping[str, ToolRules] = field(default_factory=dict)
+
+    def streaming_threshold(self) -> int:
+        """Characters from which a payload string is streamed into the store as it arrives: past what any
+        tool's rules keep inline (base64 of the inline limit, the text threshold), and never below
+        :data:`MIN_STREAMED`, so that only payloads the rules store are streamed."""
+        every = [self.for_tool(""), *self.tools.values()]
+        base64_chars = max(4 * (rules.inline_limit // 3 + 1) for rules in every)
+        return max(MIN_STREAMED, base64_chars, max(rules.text_threshold for rules in every))
 
     def for_tool(self, tool: str) -> ToolRules:
         found = self.tools.get(tool)

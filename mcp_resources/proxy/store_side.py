@@ -14,7 +14,7 @@ from mcp.types import INVALID_PARAMS, METHOD_NOT_FOUND
 
 from mcp_resources.compose import HOST_CURSOR, STORE_CURSOR
 from mcp_resources.proxy.contracts import Replies
-from mcp_resources.proxy.ids import Pending
+from mcp_resources.proxy.ids import Pending, Raw
 from mcp_resources.proxy.local import READ_TOOL, LocalStore
 from mcp_resources.uris import is_store_uri
 
@@ -96,7 +96,7 @@ class StoreSide:
         """The host's ``initialize`` reaches the store's server too, so it answers in the host's era."""
         await self.local.request({"jsonrpc": "2.0", "method": "initialize", "params": params})
 
-    async def list_response(self, pending: Pending, raw: bytes, message: dict[str, Any]) -> None:
+    async def list_response(self, pending: Pending, raw: Raw, message: dict[str, Any]) -> None:
         """The upstream's resources (or templates), then the store's after its last page."""
         result = message.get("result")
         key = "resources" if pending.method == "resources/list" else "resourceTemplates"

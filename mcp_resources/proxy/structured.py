@@ -23,7 +23,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from jsonschema import SchemaError
-from jsonschema.validators import validator_for
+from jsonschema.validators import extend, validator_for
+
+from mcp_resources.proxy.long_values import LongString
 
 logger = logging.getLogger("mcp_resources.proxy")
 
@@ -34,9 +36,9 @@ def _pointer(path: Path) -> str:
     return "/" + "/".join(str(part).replace("~", "~0").replace("/", "~1") for part in path) if path else ""
 
 
-def _find(node: Any, payloads: Mapping[str, Any], path: Path = ()) -> list[Path]:
+def _find(node: Any, payloads: Mapping[Any, Any], path: Path = ()) -> list[Path]:
     """Paths of every string that is one of ``payloads``."""
-    if isinstance(node, str):
+    if isinstance(node, str | LongString):
         return [path] if node in payloads else []
     if isinstance(node, dict):
         return [found for key, value in node.items() for found in _find(value, payloads, (*path, key))]
@@ -78,7 +80,7 @@ def _candidates(doc: Any, path: Path, found: Mapping[str, Any]) -> list[tuple[Pa
 
 def replace_duplicates(
     structured: Any,
-    duplicates: Mapping[str, Mapping[str, Any]],
+    duplicates: Mapping[str | LongString, Mapping[str, Any]],
     schema: Mapping[str, Any] | None,
     *,
     tool: str,
@@ -98,7 +100,11 @@ def replace_duplicates(
         try:
             cls = validator_for(schema)
             cls.check_schema(dict(schema))
-            validator = cls(dict(schema))
+            # A string too long to hold is still a string to the schema.
+            checker = cls.TYPE_CHECKER.redefine(
+                "string", lambda _, value: isinstance(value, str | LongString)
+            )
+            validator = extend(cls, type_checker=checker)(dict(schema))  # type: ignore[no-untyped-call]
         except SchemaError:
             logger.warning(
                 "tool %s: its outputSchema is not a valid JSON Schema; structuredContent kept", tool

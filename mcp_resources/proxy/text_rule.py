@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from blobstore.models import Artifact
-from mcp_resources.proxy.items import Call, Item, uri_leaf, usable_name
+from mcp_resources.proxy.items import Call, Item, Kind, uri_leaf, usable_name
 from mcp_resources.proxy.lines import text_cut_line
+from mcp_resources.proxy.long_values import StagedPayload
 from mcp_resources.proxy.rules import ToolRules
 
 
@@ -27,49 +28,42 @@ def cut_text(text: str, limit: int) -> str:
     return head
 
 
+def _text_item(block: dict[str, Any], text: str | StagedPayload, kind: Kind, mime: str, name: str) -> Item:
+    if isinstance(text, StagedPayload):
+        return Item(original=block, kind=kind, payload=text, staged=text, mime_type=mime, name=name)
+    return Item(original=block, kind=kind, payload=text, raw=text.encode("utf-8"), mime_type=mime, name=name)
+
+
 def text_item(block: dict[str, Any], call: Call, index: int) -> Item:
-    text = block["text"]
-    return Item(
-        original=block,
-        kind="text",
-        payload=text,
-        raw=text.encode("utf-8"),
-        mime_type="text/plain",
-        name=f"{call.tool}-{index}.txt",
-    )
+    return _text_item(block, block["text"], "text", "text/plain", f"{call.tool}-{index}.txt")
 
 
 def resource_text_item(block: dict[str, Any], resource: dict[str, Any], call: Call, index: int) -> Item:
-    text = resource["text"]
     leaf = uri_leaf(str(resource.get("uri") or ""))
-    return Item(
-        original=block,
-        kind="resource-text",
-        payload=text,
-        raw=text.encode("utf-8"),
-        mime_type=str(resource.get("mimeType") or "") or "text/plain",
-        name=leaf if usable_name(leaf) else f"{call.tool}-{index}.txt",
-    )
+    mime = str(resource.get("mimeType") or "") or "text/plain"
+    name = leaf if usable_name(leaf) else f"{call.tool}-{index}.txt"
+    return _text_item(block, resource["text"], "resource-text", mime, name)
 
 
 def text_due(item: Item, rules: ToolRules) -> bool:
-    assert item.raw is not None
     limit = rules.text_preview if rules.mode == "always" else rules.text_threshold
-    return len(item.raw) > limit
+    return item.size > limit
 
 
 def can_cut(item: Item, rules: ToolRules) -> bool:
     """Whether shrinking the text over the budget can still leave its preview inline."""
-    assert item.raw is not None
-    return item.level == 0 and len(item.raw) > rules.text_preview
+    return item.level == 0 and item.size > rules.text_preview
 
 
 def render_text(
     item: Item, artifact: Artifact, *, link: dict[str, Any], read: str, level: int, preview_limit: int
 ) -> None:
-    assert item.payload is not None
-    assert item.raw is not None
-    preview = cut_text(item.payload, preview_limit) if level == 1 else ""
+    if isinstance(item.payload, str):
+        whole, lines_total = item.payload, item.payload.count("\n") + 1
+    else:
+        assert item.staged is not None
+        whole, lines_total = item.staged.text_preview_source, item.staged.newlines + 1
+    preview = cut_text(whole, preview_limit) if level == 1 else ""
     source = None
     if item.kind == "resource-text":
         uri = (item.original.get("resource") or {}).get("uri")
@@ -77,9 +71,9 @@ def render_text(
     line = text_cut_line(
         artifact,
         kept=len(preview.encode("utf-8")),
-        total=len(item.raw),
+        total=item.size,
         lines_kept=preview.count("\n") + (0 if preview.endswith("\n") or not preview else 1),
-        lines_total=item.payload.count("\n") + 1,
+        lines_total=lines_total,
         source_uri=source,
         read=read,
     )

@@ -17,7 +17,7 @@ from typing import Any, Final
 from mcp.types import METHOD_NOT_FOUND
 
 from mcp_resources.proxy.contracts import OffloaderFactory, OwnRequests, Replies, ResultOffloader
-from mcp_resources.proxy.ids import Pending
+from mcp_resources.proxy.ids import Pending, Raw
 from mcp_resources.proxy.local import READ_TOOL, LocalStore
 
 logger = logging.getLogger("mcp_resources.proxy")
@@ -109,7 +109,7 @@ class ToolCatalog:
         if self.offloader is None:
             await self.fetch()
 
-    async def tools_response(self, pending: Pending, raw: bytes, message: dict[str, Any]) -> None:
+    async def tools_response(self, pending: Pending, raw: Raw, message: dict[str, Any]) -> None:
         """The host's ``tools/list``: the upstream's page, with the read tool after the last one."""
         result = message.get("result")
         if not isinstance(result, dict):

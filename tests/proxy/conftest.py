@@ -64,6 +64,14 @@ def direct_params(upstream: Sequence[str]) -> StdioServerParameters:
     return StdioServerParameters(command=upstream[0], args=list(upstream[1:]))
 
 
+def vm_hwm(pid: int) -> int:
+    """The peak resident set of a live process (``VmHWM``), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM in /proc/{pid}/status")
+
+
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"

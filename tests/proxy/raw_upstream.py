@@ -1,0 +1,283 @@
+"""A hand-written MCP server on stdio for the proxy's tests of large and hostile messages.
+
+It writes its JSON-RPC lines itself, so it can send what an SDK never would: a result of hundreds of
+megabytes written in pieces (never held whole here either), a banner before the first message, lines that
+are not JSON, answers under ids nobody asked for, a burst of progress notifications, a call it never answers,
+and an exit in the middle of a line. Payload bytes are deterministic (:func:`payload_block`), so a test can
+recompute their SHA-256 without holding them.
+
+``python raw_upstream.py [--banner]``; tool ``big`` (arguments ``size``, ``kind`` = image | audio | blob |
+text, ``mime``, ``id_last``, ``copies``), ``resources/read`` of ``raw://big/<size>``, and the hostile tools
+listed in :data:`TOOLS`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import random
+import sys
+from collections.abc import Iterator
+from typing import Any, Final
+
+BLOCK: Final = 3 * 1024 * 1024
+"""Payload bytes are made and written in blocks of this size (a multiple of 3, so base64 joins cleanly)."""
+
+TOOLS: Final = [
+    {"name": "big", "description": "A large payload in one result.", "inputSchema": {"type": "object"}},
+    {"name": "echo", "description": "Echo the text back.", "inputSchema": {"type": "object"}},
+    {"name": "never", "description": "Never answers (until cancelled).", "inputSchema": {"type": "object"}},
+    {
+        "name": "progress_burst",
+        "description": "Many progress notifications.",
+        "inputSchema": {"type": "object"},
+    },
+    {
+        "name": "strays",
+        "description": "Answers under unknown and repeated ids.",
+        "inputSchema": {"type": "object"},
+    },
+    {
+        "name": "garbage",
+        "description": "Invalid JSON lines, then an answer.",
+        "inputSchema": {"type": "object"},
+    },
+    {"name": "endless", "description": "A line that never ends.", "inputSchema": {"type": "object"}},
+    {"name": "cut", "description": "Exits in the middle of its answer.", "inputSchema": {"type": "object"}},
+    {"name": "media", "description": "Returns the image given as base64.", "inputSchema": {"type": "object"}},
+]
+
+
+def payload_block(index: int, size: int) -> bytes:
+    return random.Random(index).randbytes(size)
+
+
+def payload(size: int) -> Iterator[bytes]:
+    """The deterministic payload of ``size`` bytes, block by block."""
+    for index, start in enumerate(range(0, size, BLOCK)):
+        yield payload_block(index, min(BLOCK, size - start))
+
+
+def payload_sha256(size: int) -> str:
+    digest = hashlib.sha256()
+    for block in payload(size):
+        digest.update(block)
+    return digest.hexdigest()
+
+
+def text_payload(size: int) -> Iterator[bytes]:
+    line = b"The quick brown fox jumps over the lazy dog. 0123456789\n"
+    whole, rest = divmod(size, len(line))
+    per_block = BLOCK // len(line)
+    for start in range(0, whole, per_block):
+        yield line * min(per_block, whole - start)
+    yield line[:rest]
+
+
+def text_sha256(size: int) -> str:
+    digest = hashlib.sha256()
+    for block in text_payload(size):
+        digest.update(block)
+    return digest.hexdigest()
+
+
+out = sys.stdout.buffer
+
+
+def write(*parts: bytes) -> None:
+    for part in parts:
+        out.write(part)
+    out.flush()
+
+
+def send(message: dict[str, Any]) -> None:
+    write(json.dumps(message).encode(), b"\n")
+
+
+def encoded(size: int, kind: str) -> Iterator[bytes]:
+    if kind == "text":
+        yield from text_payload(size)  # plain ASCII lines: the JSON text is the text, "\n" escaped below
+        return
+    for block in payload(size):
+        yield base64.b64encode(block)
+
+
+def big_result(ident: Any, args: dict[str, Any]) -> None:
+    size = int(args.get("size", 1024))
+    kind = str(args.get("kind", "image"))
+    mime = str(args.get("mime", "image/png" if kind == "image" else "application/octet-stream"))
+    copies = int(args.get("copies", 1))
+    head = (
+        b'{"jsonrpc":"2.0","id":' + json.dumps(ident).encode() + b',"result":'
+        if not args.get("id_last")
+        else b'{"result":'
+    )
+    if args.get("where") == "meta":
+        # The payload where no offload rule looks: all of it is what the proxy would have to hold.
+        write(head, b'{"content":[{"type":"text","text":"see _meta"}],"_meta":{"blob":"')
+        for piece in encoded(size, "blob"):
+            write(piece)
+        write(b'"}}}\n')
+        return
+    write(head, b'{"content":[')
+    for copy in range(copies):
+        if copy:
+            write(b",")
+        if kind == "text":
+            write(b'{"type":"text","text":"')
+            for piece in encoded(size, kind):
+                write(piece.replace(b"\n", b"\\n"))
+            write(b'"}')
+            continue
+        if kind == "blob":
+            write(
+                b'{"type":"resource","resource":{"uri":"raw://report.bin","mimeType":',
+                json.dumps(mime).encode(),
+                b',"blob":"',
+            )
+        else:
+            write(
+                b'{"type":',
+                json.dumps(kind).encode(),
+                b',"mimeType":',
+                json.dumps(mime).encode(),
+                b',"data":"',
+            )
+        for piece in encoded(size, kind):
+            write(piece)
+        write(b'"}}' if kind == "blob" else b'"}')
+    write(b"]}")
+    if args.get("id_last"):
+        write(b',"jsonrpc":"2.0","id":', json.dumps(ident).encode())
+    write(b"}\n")
+
+
+def big_resource(ident: Any, uri: str) -> None:
+    size = int(uri.rsplit("/", 1)[-1])
+    write(
+        b'{"jsonrpc":"2.0","id":',
+        json.dumps(ident).encode(),
+        b',"result":{"contents":[{"uri":',
+        json.dumps(uri).encode(),
+    )
+    write(b',"mimeType":"application/octet-stream","blob":"')
+    for piece in encoded(size, "blob"):
+        write(piece)
+    write(b'"}]}}\n')
+
+
+def call(ident: Any, params: dict[str, Any]) -> None:
+    name = params.get("name")
+    args = params.get("arguments") or {}
+    if name == "big":
+        big_result(ident, args)
+    elif name == "echo":
+        text = args.get("text", "")
+        size = len(text) if isinstance(text, str) else 0
+        digest = hashlib.sha256(text.encode()).hexdigest() if isinstance(text, str) else ""
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": ident,
+                "result": {"content": [{"type": "text", "text": f"{size} {digest}"}]},
+            }
+        )
+    elif name == "never":
+        pending_forever.add(json.dumps(ident))
+    elif name == "progress_burst":
+        token = (params.get("_meta") or {}).get("progressToken")
+        count = int(args.get("count", 100_000))
+        for step in range(1, count + 1):
+            note = {
+                "jsonrpc": "2.0",
+                "method": "notifications/progress",
+                "params": {"progressToken": token, "progress": step, "total": count},
+            }
+            out.write(json.dumps(note).encode() + b"\n")
+        out.flush()
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": ident,
+                "result": {"content": [{"type": "text", "text": f"{count} sent"}]},
+            }
+        )
+    elif name == "strays":
+        stray = {"content": [{"type": "text", "text": "stray"}]}
+        send({"jsonrpc": "2.0", "id": "bp-nobody-1", "result": stray})
+        send({"jsonrpc": "2.0", "id": 12345, "result": stray})
+        answer = {"jsonrpc": "2.0", "id": ident, "result": {"content": [{"type": "text", "text": "first"}]}}
+        send(answer)
+        send({**answer, "result": {"content": [{"type": "text", "text": "second"}]}})
+    elif name == "garbage":
+        write(b"this is not JSON\n", b'{"jsonrpc": "2.0", "id": \n', b"\xff\xfe\n", b"[1, 2, 3]\n")
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": ident,
+                "result": {"content": [{"type": "text", "text": "after garbage"}]},
+            }
+        )
+    elif name == "endless":
+        head = b'{"jsonrpc":"2.0","id":' + json.dumps(ident).encode()
+        write(head, b',"result":{"content":[],"_meta":{"log":"')
+        chunk = b"x" * (1024 * 1024)
+        for _ in range(int(args.get("megabytes", 64))):
+            write(chunk)
+        # Then nothing more on this line, ever: the test ends the process.
+        sys.stdin.read()
+    elif name == "cut":
+        write(
+            b'{"jsonrpc":"2.0","id":',
+            json.dumps(ident).encode(),
+            b',"result":{"content":[{"type":"text","text":"half',
+        )
+        os._exit(4)
+    elif name == "media":
+        block = {"type": "image", "data": args.get("data", ""), "mimeType": args.get("mime", "image/png")}
+        send({"jsonrpc": "2.0", "id": ident, "result": {"content": [block]}})
+    else:
+        send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32602, "message": f"unknown tool {name}"}})
+
+
+pending_forever: set[str] = set()
+
+
+def main() -> None:
+    if "--banner" in sys.argv:
+        write(b"raw-upstream 1.0 starting\n", b"listening on stdio...\n")
+    for line in sys.stdin.buffer:
+        if not line.strip():
+            continue
+        message = json.loads(line)
+        method = message.get("method")
+        ident = message.get("id")
+        params = message.get("params") or {}
+        if method == "initialize":
+            result = {
+                "protocolVersion": params.get("protocolVersion", "2025-11-25"),
+                "capabilities": {"tools": {}, "resources": {}},
+                "serverInfo": {"name": "raw-upstream", "version": "1.0"},
+            }
+            send({"jsonrpc": "2.0", "id": ident, "result": result})
+        elif method == "tools/list":
+            send({"jsonrpc": "2.0", "id": ident, "result": {"tools": TOOLS}})
+        elif method == "tools/call":
+            call(ident, params)
+        elif method == "resources/read":
+            big_resource(ident, str(params.get("uri")))
+        elif method == "notifications/cancelled":
+            key = json.dumps(params.get("requestId"))
+            if key in pending_forever:
+                pending_forever.discard(key)
+                # Recorded on stderr, where the test can see the cancellation arrived.
+                sys.stderr.write(f"cancelled {params.get('requestId')}\n")
+                sys.stderr.flush()
+        elif ident is not None and method is not None:
+            send({"jsonrpc": "2.0", "id": ident, "result": {}})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""Large upstream messages through ``blobstore proxy``: read as they arrive, payloads streamed into the store.
+
+The upstream is a real child process (``raw_upstream.py``) writing results of tens of megabytes in pieces.
+The message cap (``BLOBSTORE_PROXY_MAX_MESSAGE_BYTES``) counts what the proxy holds of a message, so a cap
+far smaller than the message that still lets its payload through shows the message was never held whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+
+from blobstore.config import Settings
+from blobstore.models import Caller
+from blobstore.runtime import open_service
+from tests.proxy.conftest import HERE, NAMESPACE, RawPeer, proxy_command, raw_peer, vm_hwm
+from tests.proxy.raw_upstream import payload_sha256, text_sha256
+
+RAW_UPSTREAM: Final = [sys.executable, str(HERE / "raw_upstream.py")]
+MiB: Final = 1024 * 1024
+
+
+async def call(peer: RawPeer, ident: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    line = await peer.request(ident, "tools/call", {"name": name, "arguments": arguments})
+    answer: dict[str, Any] = json.loads(line)
+    return answer
+
+
+async def stored(data_dir: Path) -> list[Any]:
+    async with open_service(Settings(data_dir=data_dir)) as service:
+        page = await service.list_artifacts(Caller(namespace=NAMESPACE), limit=100)
+        return list(page.items)
+
+
+def link_of(answer: dict[str, Any]) -> dict[str, Any]:
+    links: list[dict[str, Any]] = [b for b in answer["result"]["content"] if b["type"] == "resource_link"]
+    assert len(links) == 1, answer
+    return links[0]
+
+
+@pytest.fixture
+def small_cap(monkeypatch: pytest.MonkeyPatch) -> int:
+    cap = 4 * MiB
+    monkeypatch.setenv("BLOBSTORE_PROXY_MAX_MESSAGE_BYTES", str(cap))
+    return cap
+
+
+@pytest.mark.parametrize("id_last", [False, True], ids=["id-first", "id-last"])
+async def test_a_large_image_streams_into_the_store_under_a_cap_far_smaller_than_its_message(
+    data_dir: Path, small_cap: int, id_last: bool
+) -> None:
+    size = 48 * MiB  # 64 MiB of base64 in one line: sixteen times the cap
+    async with raw_peer(proxy_command(data_dir, RAW_UPSTREAM)) as peer:
+        await peer.handshake()
+        answer = await call(peer, 1, "big", {"size": size, "kind": "image", "id_last": id_last})
+        link = link_of(answer)
+        assert answer["id"] == 1
+        assert "image" in answer["result"]["content"][0]["text"]
+        # The upstream's later messages still flow.
+        echo = await call(peer, 2, "echo", {"text": "after"})
+        assert echo["result"]["content"][0]["text"].startswith("5 ")
+        assert await peer.close() == 0
+    (artifact,) = await stored(data_dir)
+    assert artifact.uri == link["uri"]
+    assert (artifact.size, artifact.sha256) == (size, payload_sha256(size))
+    assert artifact.metadata["tool"] == "big"
+
+
+async def test_a_large_text_streams_into_the_store_and_the_host_gets_its_head(
+    data_dir: Path, small_cap: int
+) -> None:
+    size = 24 * MiB
+    async with raw_peer(proxy_command(data_dir, RAW_UPSTREAM)) as peer:
+        await peer.handshake()
+        answer = await call(peer, 1, "big", {"size": size, "kind": "text"})
+        link_of(answer)
+        shown = answer["result"]["content"][0]["text"]
+        assert shown.startswith("The quick brown fox jumps over the lazy dog. 0123456789\n")
+        assert f"of {size} bytes" in shown
+        assert len(json.dumps(answer)) < 1024 * 1024
+        assert await peer.close() == 0
+    (artifact,) = await stored(data_dir)
+    assert (artifact.size, artifact.sha256, artifact.mime_type) == (size, text_sha256(size), "text/plain")
+
+
+async def test_a_large_upstream_resource_read_streams_into_the_store(data_dir: Path, small_cap: int) -> None:
+    size = 16 * MiB
+    async with raw_peer(proxy_command(data_dir, RAW_UPSTREAM)) as peer:
+        await peer.handshake()
+        answer = json.loads(await peer.request(1, "resources/read", {"uri": f"raw://big/{size}"}))
+        data = answer["error"]["data"]
+        assert (answer["error"]["code"], data["reason"]) == (-32602, "range_required")
+        assert (data["size"], data["sha256"]) == (size, payload_sha256(size))
+        assert await peer.close() == 0
+    (artifact,) = await stored(data_dir)
+    assert artifact.uri == data["uri"]
+
+
+async def test_a_message_over_the_cap_gets_an_error_naming_it_and_nothing_is_stored(
+    data_dir: Path, small_cap: int
+) -> None:
+    async with raw_peer(proxy_command(data_dir, RAW_UPSTREAM)) as peer:
+        await peer.handshake()
+        # The payload sits where no rule offloads it, so the proxy would have to hold all of it.
+        answer = await call(peer, 1, "big", {"size": 8 * MiB, "where": "meta"})
+        error = answer["error"]
+        assert error["code"] == -32603
+        assert f"over the {small_cap}-byte cap (BLOBSTORE_PROXY_MAX_MESSAGE_BYTES)" in error["message"]
+        echo = await call(peer, 2, "echo", {"text": "still here"})
+        assert echo["result"]["content"][0]["text"].startswith("10 ")
+        assert await peer.close() == 0
+    assert await stored(data_dir) == []
+
+
+async def test_large_tool_arguments_from_the_host_reach_the_upstream_without_being_held(
+    data_dir: Path,
+) -> None:
+    argument = "0123456789abcdef" * (4 * MiB)  # 64 MiB of one string
+    async with raw_peer(proxy_command(data_dir, RAW_UPSTREAM)) as peer:
+        await peer.handshake()
+        await call(peer, 1, "echo", {"text": "warm"})
+        before = vm_hwm(peer.process.pid)
+        answer = await call(peer, 2, "echo", {"text": argument})
+        size, digest = answer["result"]["content"][0]["text"].split()
+        assert (int(size), digest) == (len(argument), hashlib.sha256(argument.encode()).hexdigest())
+        # Holding the line once would take 64 MiB; the proxy's old relay held it three times.
+        assert vm_hwm(peer.process.pid) - before < 32 * MiB
+        assert await peer.close() == 0
+
+
+async def test_tool_arguments_over_the_cap_get_an_error_naming_it_and_later_calls_go_through(
+    data_dir: Path, small_cap: int
+) -> None:
+    async with raw_peer(proxy_command(data_dir, RAW_UPSTREAM)) as peer:
+        await peer.handshake()
+        answer = await call(peer, 1, "echo", {"text": "x" * (2 * small_cap)})
+        assert answer["error"]["code"] == -32603
+        assert f"the host's message is over the {small_cap}-byte cap" in answer["error"]["message"]
+        echo = await call(peer, 2, "echo", {"text": "next"})
+        assert echo["result"]["content"][0]["text"].startswith("4 ")
+        assert await peer.close() == 0
