@@ -6,16 +6,18 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import tempfile
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import anyio
 import anyio.to_thread
 
-from blobstore.errors import ChecksumMismatch, TooLarge
+from blobstore.errors import ChecksumMismatch, TooLarge, from_os_error
 
 SPOOL_READ_SIZE = 256 * 1024
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +38,7 @@ class ChecksumSpool:
         self, body: AsyncIterable[bytes], checksum: BodyChecksum, limit: int
     ) -> AsyncIterator[AsyncIterable[bytes]]:
         """The body, replayed from a temporary file once its checksum matched; memory stays flat."""
-        spool: IO[bytes] = await anyio.to_thread.run_sync(tempfile.TemporaryFile, limiter=self._limiter)
+        spool: IO[bytes] = await self._run(tempfile.TemporaryFile)
         try:
             hasher = hashlib.new(checksum.algorithm)
             size = 0
@@ -44,18 +46,26 @@ class ChecksumSpool:
                 size += len(piece)
                 if size > limit:
                     raise TooLarge("the body runs past Upload-Length", max_size=limit)
-                await anyio.to_thread.run_sync(_write_hashed, spool, hasher, piece, limiter=self._limiter)
+                await self._run(_write_hashed, spool, hasher, piece)
             if hasher.digest() != checksum.digest:
                 raise ChecksumMismatch(algorithm=checksum.algorithm)
-            await anyio.to_thread.run_sync(spool.seek, 0, limiter=self._limiter)
+            await self._run(spool.seek, 0)
             yield self._replay(spool)
         finally:
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(spool.close, limiter=self._limiter)
+                await self._run(spool.close)
 
     async def _replay(self, spool: IO[bytes]) -> AsyncIterator[bytes]:
-        while piece := await anyio.to_thread.run_sync(spool.read, SPOOL_READ_SIZE, limiter=self._limiter):
+        while piece := await self._run(spool.read, SPOOL_READ_SIZE):
             yield piece
+
+    async def _run(self, func: Callable[..., T], *args: Any) -> T:
+        """One file operation on a worker thread. The spool lives in the system's temporary directory, outside
+        the store's write path, so its ``OSError`` is mapped here: a full one is ``storage_full`` too."""
+        try:
+            return await anyio.to_thread.run_sync(func, *args, limiter=self._limiter)
+        except OSError as exc:
+            raise from_os_error(exc) from None
 
 
 def _write_hashed(spool: IO[bytes], hasher: Any, piece: bytes) -> None:
