@@ -55,6 +55,7 @@ JSONRPC_CODES: Final[dict[str, int]] = {
     "corruption": INTERNAL_ERROR,
     "internal": INTERNAL_ERROR,
     "upstream_unavailable": INTERNAL_ERROR,
+    "message_refused": INTERNAL_ERROR,
     "server_unreachable": INTERNAL_ERROR,
 }
 

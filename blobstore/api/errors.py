@@ -65,6 +65,7 @@ STATUS_BY_CODE: Final[Mapping[str, int]] = {
     "corruption": 500,
     "internal": 500,
     "upstream_unavailable": 502,
+    "message_refused": 502,
     # Never sent by the server: the client's own error when no answer arrives at all.
     "server_unreachable": 503,
 }

@@ -89,7 +89,11 @@ async def test_a_line_that_never_ends_is_cut_at_the_cap_and_the_store_still_answ
         answer = await call(peer, 1, "endless", {"megabytes": 256})
         assert answer["error"]["code"] == -32603
         assert f"over the {cap}-byte cap" in answer["error"]["message"]
-        assert answer["error"]["data"] == {"reason": "over_cap"}
+        assert answer["error"]["data"] == {
+            "reason": "message_refused",
+            "cause": "over_cap",
+            "maxMessageBytes": cap,
+        }
         # The proxy's own tools do not wait on the upstream's line.
         listing = json.loads(await peer.request(2, "resources/list", {"cursor": "s:"}))
         assert listing["result"]["resources"] == []

@@ -111,6 +111,11 @@ async def test_a_message_over_the_cap_gets_an_error_naming_it_and_nothing_is_sto
         error = answer["error"]
         assert error["code"] == -32603
         assert f"over the {small_cap}-byte cap (BLOBSTORE_PROXY_MAX_MESSAGE_BYTES)" in error["message"]
+        assert error["data"] == {
+            "reason": "message_refused",
+            "cause": "over_cap",
+            "maxMessageBytes": small_cap,
+        }
         echo = await call(peer, 2, "echo", {"text": "still here"})
         assert echo["result"]["content"][0]["text"].startswith("10 ")
         assert await peer.close() == 0
