@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from mcp.types import PROTOCOL_VERSION_META_KEY
 
-from blobstore.errors import UpstreamUnavailable
+from blobstore.errors import BlobstoreError, MessageRefused, UpstreamUnavailable
 from mcp_resources.errors import error_data, jsonrpc_code, to_mcp_error
 from mcp_resources.proxy.contracts import OffloaderFactory, ResultOffloader
 from mcp_resources.proxy.ids import IdMap, Own, Pending, Raw, restore_id
@@ -169,8 +169,7 @@ class Relay:
         return await own.future
 
     def _gone_error(self) -> dict[str, Any]:
-        exc = UpstreamUnavailable(self._gone_message())
-        return {"error": {"code": jsonrpc_code(exc.code), "message": exc.message, "data": error_data(exc)}}
+        return _catalogue_error(UpstreamUnavailable(self._gone_message()))
 
     def _gone_message(self) -> str:
         status = self.upstream.exit_status()
@@ -229,8 +228,7 @@ class Relay:
             await self._error(None, -32700, "Parse error")
         elif refused.reason == "over_cap":
             if isinstance(refused.method, str) and refused.ident is not None:
-                error = {"code": -32603, "message": refused.detail, "data": {"reason": refused.reason}}
-                await self.answer(refused.ident, {"error": error})
+                await self.answer(refused.ident, _refusal(refused))
             else:
                 logger.warning("proxy: %s; dropped", refused.detail)
 
@@ -259,20 +257,17 @@ class Relay:
         """A message the proxy would not take whole: the call it answers, when known, gets the reason."""
         logger.warning("proxy: %s (%d bytes); dropped", refused.detail, refused.size)
         ident = refused.ident
+        fragment = _refusal(refused)
         if isinstance(refused.method, str):
             if ident is not None:
-                error = {"code": -32603, "message": refused.detail}
-                await self._safe_upstream({"jsonrpc": "2.0", "id": ident, "error": error})
+                await self._safe_upstream({"jsonrpc": "2.0", "id": ident, **fragment})
             return
         entry = self.ids.settle(ident) if isinstance(ident, str) else None
         if isinstance(entry, Own):
             if not entry.future.done():
-                entry.future.set_result({"error": {"code": -32603, "message": refused.detail}})
+                entry.future.set_result(fragment)
         elif entry is not None:
-            data = {"reason": refused.reason}
-            await self.answer(
-                entry.host_id, {"error": {"code": -32603, "message": refused.detail, "data": data}}
-            )
+            await self.answer(entry.host_id, fragment)
 
     async def _upstream_gone(self) -> None:
         self._gone = True
@@ -486,3 +481,14 @@ class Relay:
             await self.to_host(raw)
         else:
             await self.answer(pending.host_id, fragment)
+
+
+def _catalogue_error(exc: BlobstoreError) -> dict[str, Any]:
+    return {"error": {"code": jsonrpc_code(exc.code), "message": exc.message, "data": error_data(exc)}}
+
+
+def _refusal(refused: Refused) -> dict[str, Any]:
+    details: dict[str, Any] = {"cause": refused.reason}
+    if refused.max_message_bytes is not None:
+        details["max_message_bytes"] = refused.max_message_bytes
+    return _catalogue_error(MessageRefused(refused.detail, **details))
