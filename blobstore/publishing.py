@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,23 +31,15 @@ from blobstore.storage.base import NOT_KEPT, BlobStore, Present
 from blobstore.validation import validate_metadata, validate_mime, validate_name
 
 
+# Its collaborators as fields; compared by identity, and no repr that would print the settings.
+@dataclass(kw_only=True, eq=False, repr=False)
 class Publisher:
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        blobs: BlobStore,
-        repo: PublishRecords,
-        audit: AuditLog,
-        events: ArtifactEvents,
-        clock: Clock,
-    ) -> None:
-        self.settings = settings
-        self.blobs = blobs
-        self.repo = repo
-        self.audit = audit
-        self.events = events
-        self.clock = clock
+    settings: Settings
+    blobs: BlobStore
+    repo: PublishRecords
+    audit: AuditLog
+    events: ArtifactEvents
+    clock: Clock
 
     # -- time-to-live ---------------------------------------------------------------------------------------
 
