@@ -24,6 +24,7 @@ from mcp_resources.errors import unmapped_codes
 from mcp_resources.http import McpHttpExtension, max_request_body, needs_event_stream, transport_security
 from mcp_resources.server import create_server
 from mcp_resources.uris import window_uri
+from tests.fixtures.mcp_wire import initialize_request
 from tests.mcp.conftest import Dataset, put
 
 CALLER = Caller(namespace="embedded")
@@ -112,18 +113,7 @@ def test_rebinding_protection_allows_configured_names_only() -> None:
 
 
 def _initialize(padding: int = 0) -> bytes:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-            "_meta": {"pad": "x" * padding},
-        },
-    }
-    return json.dumps(body).encode()
+    return json.dumps(initialize_request("t", _meta={"pad": "x" * padding})).encode()
 
 
 async def test_http_mount_refuses_foreign_hosts_and_oversized_bodies(http_base: str) -> None:
