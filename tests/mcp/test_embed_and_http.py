@@ -92,6 +92,20 @@ async def test_embedded_store_reads_only_its_callers_artifacts(service: Artifact
     )
 
 
+async def test_put_once_returns_the_live_twin_and_stores_what_differs(service: ArtifactService) -> None:
+    store = embed_store(host_server(), service, caller=CALLER)
+    first = await store.put_once(b"same bytes", name="a.txt", mime_type="text/plain", metadata={"k": "v"})
+    again = await store.put_once(b"same bytes", name="a.txt", mime_type="text/plain", metadata={"k": "v"})
+    renamed = await store.put_once(b"same bytes", name="b.txt", mime_type="text/plain", metadata={"k": "v"})
+    other = await store.put_once(b"same bytes", name="a.txt", metadata={"k": "w"}, caller=Caller("elsewhere"))
+    assert again.id == first.id
+    assert (first.mime_type, first.metadata) == ("text/plain", {"k": "v"})
+    assert renamed.id != first.id
+    assert (other.id != first.id, other.namespace) == (True, "elsewhere")
+    with pytest.raises(TypeError):
+        await store.put_once(b"new bytes", name="c.txt", colour="red")  # type: ignore[call-arg]
+
+
 def test_every_catalogue_code_has_a_jsonrpc_mapping() -> None:
     assert all_codes()
     assert unmapped_codes() == set()
