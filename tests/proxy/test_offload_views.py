@@ -13,11 +13,13 @@ import base64
 import io
 import wave
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp.client import Client
 from mcp.types import AudioContent, CallToolResult, ResourceLink, TextContent, TextResourceContents
 
+from mcp_resources.proxy.offload import Offloader
 from tests.proxy.conftest import filesystem_upstream, proxy_params
 from tests.proxy.offload_fixtures import Rig, b64, links, text_of
 from tests.views import media
@@ -132,47 +134,47 @@ async def test_without_the_read_tool_the_line_names_the_page_resource_and_readin
     assert [n for n in range(1, PDF_PAGES + 1) if media.marker(n) in contents.text] == [1]
 
 
+async def offloaded_resource(
+    offloader: Offloader, uri: str, mime_type: str, data: bytes
+) -> tuple[str, dict[str, Any]]:
+    """The line and the link the offloader gives for one embedded resource blob."""
+    block = {"type": "resource", "resource": {"uri": uri, "mimeType": mime_type, "blob": b64(data)}}
+    out = await offloader.tool_result(
+        tool="read_media_file", arguments=None, output_schema=None, result={"content": [block]}
+    )
+    assert out is not None
+    (link,) = links(out)
+    return text_of(out), link
+
+
 async def test_a_renamed_read_tool_is_the_one_the_pdf_line_and_link_name(
     rig: Rig, offload_config: Path
 ) -> None:
     # The proxy renames its read tool when the upstream has one of the same name.
-    pdf = {"uri": "file:///docs/report.pdf", "mimeType": "application/pdf", "blob": b64(media.text_pdf(3))}
     offloader = rig.offloader(config=offload_config, read_tool_name="blobstore_read_artifact")
-    out = await offloader.tool_result(
-        tool="read_media_file",
-        arguments=None,
-        output_schema=None,
-        result={"content": [{"type": "resource", "resource": pdf}]},
+    line, link = await offloaded_resource(
+        offloader, "file:///docs/report.pdf", "application/pdf", media.text_pdf(3)
     )
-    assert out is not None
-    (link,) = links(out)
     hint = 'read page 1 with blobstore_read_artifact(uri, pages="1")'
-    assert "3 pages, text layer" in text_of(out)
-    assert hint in text_of(out)
+    assert "3 pages, text layer" in line
+    assert hint in line
     assert link["description"].endswith(hint)
-    assert "read_artifact(" not in text_of(out).replace("blobstore_read_artifact(", "")
+    assert "read_artifact(" not in line.replace("blobstore_read_artifact(", "")
 
 
 async def test_an_offloaded_videos_line_names_its_duration_and_the_keyframes_call(
     rig: Rig, offload_config: Path
 ) -> None:
     # server-filesystem labels an MP4 application/octet-stream: the store types it by its name and bytes.
-    clip = {
-        "uri": "file:///films/clip.mp4",
-        "mimeType": "application/octet-stream",
-        "blob": b64(media.numbered_video()),
-    }
-    out = await rig.offloader(config=offload_config).tool_result(
-        tool="read_media_file",
-        arguments=None,
-        output_schema=None,
-        result={"content": [{"type": "resource", "resource": clip}]},
+    line, link = await offloaded_resource(
+        rig.offloader(config=offload_config),
+        "file:///films/clip.mp4",
+        "application/octet-stream",
+        media.numbered_video(),
     )
-    assert out is not None
-    (link,) = links(out)
     assert link["mimeType"] == "video/mp4"
-    assert "clip.mp4 (video/mp4, " in text_of(out)
-    assert "320x240 px, 6.0 s) stored as" in text_of(out)
-    assert "; see it with read_artifact(uri, frames=6); hear it with read_artifact(uri, start_seconds=0)" in (
-        text_of(out)
+    assert "clip.mp4 (video/mp4, " in line
+    assert "320x240 px, 6.0 s) stored as" in line
+    assert (
+        "; see it with read_artifact(uri, frames=6); hear it with read_artifact(uri, start_seconds=0)" in line
     )
