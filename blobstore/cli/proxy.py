@@ -133,7 +133,7 @@ async def run_proxy(
 )
 @click.option(
     "--host-profile",
-    type=click.Choice(["claude-desktop", "claude-code", "generic"]),
+    type=click.Choice(["claude-desktop", "claude-code", "vscode-copilot", "cursor", "gemini-cli", "generic"]),
     default="generic",
     show_default=True,
     help=profile_help(),

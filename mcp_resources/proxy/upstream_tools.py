@@ -22,6 +22,7 @@ from mcp_resources.proxy.argument_handles import ToolArguments
 from mcp_resources.proxy.contracts import OffloaderFactory, OwnRequests, Replies, ResultOffloader
 from mcp_resources.proxy.ids import Pending, Raw
 from mcp_resources.proxy.local import READ_TOOL, LocalStore
+from mcp_resources.proxy.rules import MAX_RESULT_SIZE_CHARS_KEY, READ_TOOL_RESULT_CHARS
 
 logger = logging.getLogger("mcp_resources.proxy")
 
@@ -73,6 +74,8 @@ class ToolCatalog:
     def read_tool_entry(self) -> dict[str, Any]:
         entry = self.local.read_tool.model_dump(by_alias=True, mode="json", exclude_none=True)
         entry["name"] = self.read_tool
+        # Claude Code writes a long result to a file unless the tool says it may be longer.
+        entry["_meta"] = {**entry.get("_meta", {}), MAX_RESULT_SIZE_CHARS_KEY: READ_TOOL_RESULT_CHARS}
         return entry
 
     async def ensure_read_tool(self, upstream_tools: set[str]) -> None:
