@@ -13,7 +13,6 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +22,11 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.types import CallToolResult, ResourceLink, TextContent, Tool
 
 from blobstore.config import Settings
-from blobstore.ids import new_artifact_id
-from blobstore.models import Artifact, Caller, NewArtifact
+from blobstore.models import Artifact, Caller
 from blobstore.runtime import open_service
 from mcp_resources.binary_schema import HANDLE_HINT
 from mcp_resources.handles import CAP_SETTING
+from tests.handles.conftest import expired
 from tests.proxy.conftest import HERE, NAMESPACE, blobstore_command, proxy_args
 from tests.proxy.test_ts_client import ts_client
 from tests.proxy.upstream_server import photo_png
@@ -124,6 +123,9 @@ async def test_tools_list_says_where_a_handle_is_accepted_on_every_page(rig: Rig
     assert image["contentMediaType"] == "image/png"
     note = next(tool for tool in second if tool.name == "annotate").input_schema["properties"]["note"]
     assert note == {"type": "string", "description": "A note to keep"}
+    read = next(tool for tool in second if tool.name == "read_artifact")
+    # Claude Code writes a longer result to a file unless the tool raises its threshold.
+    assert (read.meta or {})["anthropic/maxResultSizeChars"] == 500_000
 
 
 async def stored_elsewhere(data_dir: Path) -> tuple[Artifact, Artifact]:
@@ -140,22 +142,8 @@ async def stored_elsewhere(data_dir: Path) -> tuple[Artifact, Artifact]:
             mime_type="image/png",
             expected_size=len(SCREENSHOT),
         )
-        record = await service.repo.get_blob(foreign.blob_id)
-        assert record is not None
-        now = service.clock()
-        gone = NewArtifact(
-            id=new_artifact_id(),
-            namespace=NAMESPACE,
-            name="old.png",
-            mime_type="image/png",
-            created_at=now - timedelta(hours=2),
-            expires_at=now - timedelta(hours=1),
-            pinned=False,
-            metadata={},
-            media={},
-        )
-        expired = (await service.repo.commit_artifact(blob=record.info, artifact=gone)).artifact
-    return foreign, expired
+        gone = await expired(service, foreign, namespace=NAMESPACE)
+    return foreign, gone
 
 
 @pytest.mark.parametrize("mode", MODES)
