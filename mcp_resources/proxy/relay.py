@@ -7,6 +7,8 @@ Messages are parsed to dicts only to route them; what passes unchanged is forwar
 - :class:`~mcp_resources.proxy.store_side.StoreSide`: what the store answers (``blobstore://`` reads, the read
   tool, its resources after the upstream's, its capabilities merged into the handshake);
 - :class:`~mcp_resources.proxy.upstream_tools.ToolCatalog`: the upstream's tools and the read tool's name;
+- :class:`~mcp_resources.proxy.argument_handles.ToolArguments`: artifact URIs in the host's ``tools/call``
+  arguments, resolved before the call goes upstream;
 - the offloader (:mod:`~mcp_resources.proxy.offload`), which every ``tools/call`` and upstream
   ``resources/read`` result passes through.
 """
@@ -24,6 +26,7 @@ from mcp.types import PROTOCOL_VERSION_META_KEY
 
 from blobstore.errors import BlobstoreError, MessageRefused, UpstreamUnavailable
 from mcp_resources.errors import error_data, jsonrpc_code, to_mcp_error
+from mcp_resources.proxy.argument_handles import Refusal, ToolArguments
 from mcp_resources.proxy.contracts import OffloaderFactory, ResultOffloader
 from mcp_resources.proxy.ids import IdMap, Own, Pending, Raw, restore_id
 from mcp_resources.proxy.local import LocalStore
@@ -59,6 +62,7 @@ class Relay:
         upstream: Upstream,
         local: LocalStore,
         offloader: OffloaderFactory,
+        arguments: ToolArguments,
         read_tool: bool = True,
     ) -> None:
         self.host = host
@@ -73,7 +77,9 @@ class Relay:
             make_offloader=offloader,
             upstream_name=lambda: self.upstream_name,
             read_tool_enabled=read_tool,
+            arguments=arguments,
         )
+        self.arguments = arguments
         self._envelope: dict[str, Any] | None = None  # the host's latest 2026-07-28 _meta envelope
         self._tasks: set[asyncio.Task[None]] = set()
         self._host_lock = asyncio.Lock()
@@ -326,7 +332,9 @@ class Relay:
             self._envelope = None
         if method in LIST_METHODS:
             message = upstream_cursor(message, params)
-        if method == "tools/call" and self.catalog.needs_tools(params.get("name")):
+        if method == "tools/call" and (
+            self.catalog.needs_tools(params.get("name")) or self.arguments.holds_handles(params)
+        ):
             self._spawn(self._call_after_tools(message, pending), answering=host_id)
             return
         await self._forward_request(message, pending)
@@ -438,12 +446,18 @@ class Relay:
         await self.answer(pending.host_id, {"result": with_store_capabilities(result)})
 
     async def _call_after_tools(self, message: dict[str, Any], pending: Pending) -> None:
-        try:
-            await self.catalog.fetch()
-        except UpstreamGone:
-            await self.answer(pending.host_id, self._gone_error())
+        """A call that waits for the tools to be listed, or whose artifact URIs are resolved first."""
+        if self.catalog.needs_tools(pending.params.get("name")):
+            try:
+                await self.catalog.fetch()
+            except UpstreamGone:
+                await self.answer(pending.host_id, self._gone_error())
+                return
+        prepared = await self.arguments.prepared(message)
+        if isinstance(prepared, Refusal):
+            await self.answer(pending.host_id, prepared.fragment)
             return
-        await self._forward_request(message, pending)
+        await self._forward_request(prepared, pending)
 
     async def _tool_call_response(self, pending: Pending, raw: Raw, message: dict[str, Any]) -> None:
         result = message.get("result")
