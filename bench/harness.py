@@ -24,12 +24,16 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from clients import Payload
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 BENCH_DIR = Path(__file__).resolve().parent
 PEER_DIR = BENCH_DIR / "node_modules" / "@modelcontextprotocol" / "server-filesystem"
@@ -46,6 +50,33 @@ def find_binary(name: str) -> str | None:
     return shutil.which(name) or next(
         (str(p) for p in (Path("/usr/sbin") / name, Path("/usr/bin") / name) if p.exists()), None
     )
+
+
+PeerStart = Callable[Concatenate[str, Path, int, P], Iterator[T]]
+"""A peer server's run, given its binary, its own directory and a free port (then the caller's arguments)."""
+PeerServer = Callable[Concatenate[Path, P], contextlib.AbstractContextManager[T | None]]
+"""A peer server as the suite starts it: on a work folder, yielding None when its binary is not installed."""
+
+
+def peer_server(name: str, directory: str) -> Callable[[PeerStart[P, T]], PeerServer[P, T]]:
+    """The context manager of a peer server from its run: the run gets the installed ``name``, a new
+    ``directory`` under the work folder and a free port; without the binary, None (the workloads on that
+    peer are left out)."""
+
+    def decorate(start: PeerStart[P, T]) -> PeerServer[P, T]:
+        @contextlib.contextmanager
+        def run(work: Path, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T | None]:
+            binary = find_binary(name)
+            if binary is None:
+                yield None
+                return
+            root = work / directory
+            root.mkdir()
+            yield from start(binary, root, free_port(), *args, **kwargs)
+
+        return run
+
+    return decorate
 
 
 def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
@@ -194,15 +225,9 @@ http {{
         stop(process, signal.SIGQUIT)
 
 
-@contextlib.contextmanager
-def nginx(work: Path) -> Iterator[Nginx | None]:
-    binary = find_binary("nginx")
-    if binary is None:
-        yield None
-        return
-    root = work / "nginx"
-    (root / "up").mkdir(parents=True)
-    port = free_port()
+@peer_server("nginx", "nginx")
+def nginx(binary: str, root: Path, port: int) -> Iterator[Nginx]:
+    (root / "up").mkdir()
     base = f"http://127.0.0.1:{port}"
     http = f"""
   sendfile on; tcp_nopush on; keepalive_requests 1000000; client_body_temp_path {root}/up;
@@ -221,17 +246,10 @@ ACCEL_PREFIX = "/_blobstore/"
 SINGLE_SITE = Path(__file__).resolve().parents[1] / "deploy" / "nginx-single.conf"
 
 
-@contextlib.contextmanager
-def nginx_front(work: Path, ours: Ours) -> Iterator[str | None]:
+@peer_server("nginx", "nginx-front")
+def nginx_front(binary: str, root: Path, port: int, ours: Ours) -> Iterator[str]:
     """nginx with the shipped ``deploy/nginx-single.conf`` in front of ``ours``: its base URL (None without
     nginx). Only the ports and the storage directory of the shipped server block change."""
-    binary = find_binary("nginx")
-    if binary is None:
-        yield None
-        return
-    root = work / "nginx-front"
-    root.mkdir()
-    port = free_port()
     site = SINGLE_SITE.read_text()
     for shipped, local in (
         ("server 127.0.0.1:8420;", f"server {ours.base.removeprefix('http://')};"),
@@ -262,15 +280,8 @@ class Registry:
         return location if location.startswith("http") else self.base + location
 
 
-@contextlib.contextmanager
-def docker_registry(work: Path) -> Iterator[Registry | None]:
-    binary = find_binary("docker-registry")
-    if binary is None:
-        yield None
-        return
-    root = work / "registry"
-    root.mkdir()
-    port = free_port()
+@peer_server("docker-registry", "registry")
+def docker_registry(binary: str, root: Path, port: int) -> Iterator[Registry]:
     conf = root / "config.yml"
     conf.write_text(
         json.dumps(

@@ -151,6 +151,14 @@ class Cleanup:
             self._due_cache = (now, await self.repo.cleanup_due(now=now, older_than=now - self.grace))
         return self._due_cache[1]
 
+    async def _start(self, step: Step, total: str) -> tuple[StepResult, datetime, dict[str, int]]:
+        """A step's empty result, the moment it runs at and what is due then, with the progress bar told
+        the step's ``total`` (a key of the figures due)."""
+        now = self.clock()
+        due = await self._due(now)
+        self._started(step, due.get(total))
+        return StepResult(step), now, due
+
     def _started(self, step: Step, total: int | None) -> None:
         if self.progress is not None:
             self.progress.step_started(step, total)
@@ -162,10 +170,7 @@ class Cleanup:
     # -- expire ----------------------------------------------------------------------------------------------
 
     async def expire(self) -> StepResult:
-        result = StepResult("expire")
-        now = self.clock()
-        due = await self._due(now)
-        self._started("expire", due.get("expired_artifacts"))
+        result, now, due = await self._start("expire", "expired_artifacts")
         if self.dry_run:
             result.items = due["expired_artifacts"]
             result.expired_bytes = due["expired_artifact_bytes"]
@@ -192,10 +197,7 @@ class Cleanup:
     # -- uploads ---------------------------------------------------------------------------------------------
 
     async def purge_uploads(self) -> StepResult:
-        result = StepResult("uploads")
-        now = self.clock()
-        due = await self._due(now)
-        self._started("uploads", due.get("expired_uploads"))
+        result, now, due = await self._start("uploads", "expired_uploads")
         if self.dry_run:
             result.items = due["expired_uploads"]
             await self._recover_completions(now, result)
@@ -286,13 +288,10 @@ class Cleanup:
     # -- blobs -----------------------------------------------------------------------------------------------
 
     async def sweep_blobs(self) -> StepResult:
-        result = StepResult("blobs")
-        now = self.clock()
+        result, now, due = await self._start("blobs", "blobs_due")
         # Marks carry ``now`` and "unreferenced since before" is strict, so with no grace at all the cut is a
         # tick later: what this run marks is due in this run (``cleanup --grace 0`` frees in one go).
         older_than = now - self.grace if self.grace else now + timedelta(microseconds=1)
-        due = await self._due(now)
-        self._started("blobs", due.get("blobs_due"))
         if self.dry_run:
             result.items = due["blobs_due"]
             result.bytes = due["blob_bytes_due"]

@@ -274,6 +274,15 @@ class ViewTimeout(BlobstoreError):
     default_message = "decoding the view took too long"
 
 
+class MessageRefused(BlobstoreError):
+    """``blobstore proxy``: a message it does not relay (``cause``): what it would hold of it is over
+    ``BLOBSTORE_PROXY_MAX_MESSAGE_BYTES`` (``over_cap``), it is not JSON (``invalid_json``), or its stream
+    ended inside it (``cut_off``)."""
+
+    code = "message_refused"
+    default_message = "the message was refused"
+
+
 class ServerUnreachable(BlobstoreError):
     """Raised by the client only: the server could not be connected to (or kept dropping the connection)."""
 

@@ -54,10 +54,12 @@ def describe(artifact: Artifact) -> str:
     return f"{artifact.name} ({', '.join(parts)})"
 
 
-def view_hint(artifact: Artifact) -> str | None:
+def view_hint(
+    artifact: Artifact, *, tool: str = "read_artifact", max_audio_seconds: float = 30.0
+) -> str | None:
     """The media view to read first, from the artifact's facts: ``read page 1 with read_artifact(uri,
     pages="1")`` for a PDF, the first segment of audio, keyframes of video; None for other types."""
-    return first_view_hint(artifact.mime_type, artifact.media or {})
+    return first_view_hint(artifact.mime_type, artifact.media or {}, max_audio_seconds, tool)
 
 
 def describe_with_view(artifact: Artifact) -> str:

@@ -159,19 +159,20 @@ def facts_line(mime_type: str, facts: Mapping[str, Any]) -> str | None:
     return ", ".join(parts)
 
 
-def first_view_hint(mime_type: str, facts: Mapping[str, Any], max_audio_seconds: float = 30.0) -> str | None:
-    """The view to call first: ``read page 1 with read_artifact(uri, pages="1")``."""
+def first_view_hint(
+    mime_type: str, facts: Mapping[str, Any], max_audio_seconds: float = 30.0, tool: str = "read_artifact"
+) -> str | None:
+    """The view to call first: ``read page 1 with read_artifact(uri, pages="1")``. ``tool`` is the read
+    tool's name where the host offers it under another (the proxy renames it beside an upstream's own)."""
     if "pages" in facts:
-        return 'read page 1 with read_artifact(uri, pages="1")'
+        return f'read page 1 with {tool}(uri, pages="1")'
     duration = facts.get("duration_seconds")
     if not isinstance(duration, int | float):
         return None
     if mime_type.startswith("video/"):
-        return "see it with read_artifact(uri, frames=6); hear it with read_artifact(uri, start_seconds=0)"
+        return f"see it with {tool}(uri, frames=6); hear it with {tool}(uri, start_seconds=0)"
     length = min(max_audio_seconds, duration)
-    return (
-        f"hear the first {length:g} s with read_artifact(uri, start_seconds=0, duration_seconds={length:g})"
-    )
+    return f"hear the first {length:g} s with {tool}(uri, start_seconds=0, duration_seconds={length:g})"
 
 
 def media_summary(mime_type: str, facts: Mapping[str, Any], max_audio_seconds: float = 30.0) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -35,24 +36,16 @@ the published blob, its head and the artifact's expiry; never raises. The compos
 media views' prober (:meth:`blobstore.views.engine.MediaViews.probe_blob`)."""
 
 
+# Its collaborators as fields; compared by identity, and no repr that would print the settings.
+@dataclass(kw_only=True, eq=False, repr=False)
 class Publisher:
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        blobs: BlobStore,
-        repo: PublishRecords,
-        audit: AuditLog,
-        events: ArtifactEvents,
-        clock: Clock,
-    ) -> None:
-        self.settings = settings
-        self.blobs = blobs
-        self.repo = repo
-        self.audit = audit
-        self.events = events
-        self.clock = clock
-        self.media_prober: MediaProber | None = None
+    settings: Settings
+    blobs: BlobStore
+    repo: PublishRecords
+    audit: AuditLog
+    events: ArtifactEvents
+    clock: Clock
+    media_prober: MediaProber | None = None
 
     # -- time-to-live ---------------------------------------------------------------------------------------
 

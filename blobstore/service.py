@@ -110,6 +110,8 @@ class ArtifactService:
         self.blobs = blobs
         self.repo = repo
         self.publisher = publisher
+        # The single-request upload is the publisher's, lent as it is: one signature, in publishing.py.
+        self.create_artifact = publisher.create_artifact
         self.uploads = uploads
         self.audit = audit
         self.events = events
@@ -126,36 +128,10 @@ class ArtifactService:
         deadline at once. Read-only, so that replacing it (it would move the service alone) fails loudly."""
         return self._clock
 
-    # -- creating artifacts (see Publisher) -----------------------------------------------------------------
+    # -- creating artifacts (create_artifact is the publisher's) --------------------------------------------
 
     def expiry_for(self, ttl_seconds: int | None, now: datetime) -> datetime:
         return self.publisher.expiry_for(ttl_seconds, now)
-
-    async def create_artifact(
-        self,
-        caller: Caller,
-        data: AsyncIterable[bytes],
-        *,
-        name: str,
-        mime_type: str | None = None,
-        ttl_seconds: int | None = None,
-        metadata: dict[str, Any] | None = None,
-        expected_size: int | None = None,
-        expected_sha256: str | None = None,
-        pinned: bool = False,
-    ) -> Artifact:
-        """Store a stream as a new artifact (single-request upload)."""
-        return await self.publisher.create_artifact(
-            caller,
-            data,
-            name=name,
-            mime_type=mime_type,
-            ttl_seconds=ttl_seconds,
-            metadata=metadata,
-            expected_size=expected_size,
-            expected_sha256=expected_sha256,
-            pinned=pinned,
-        )
 
     async def stage(self, caller: Caller, data: AsyncIterable[bytes]) -> BlobInfo:
         """Stream bytes into a new blob that no artifact points at yet, within the caller's size limit:
@@ -269,16 +245,13 @@ class ArtifactService:
                 choose,
                 limiter=self._read_limiter,
             )
-        found = await self.repo.get_artifact_with_blob(caller.namespace, artifact_id, now=now)
-        if found is None:
-            raise NotFound()
-        artifact, record = found
-        plan, span = choose(artifact)
+        artifact, blob, plan, span = _chosen(
+            await self.repo.get_artifact_with_blob(caller.namespace, artifact_id, now=now), choose
+        )
         data = None
         if span is not None:
-            start, end = span
-            data = b"".join([piece async for piece in self.stream(record.info, start, end)])
-        return RangeRead(artifact, record.info, plan, data)
+            data = b"".join([piece async for piece in self.stream(blob, *span)])
+        return RangeRead(artifact, blob, plan, data)
 
     def _blocking_blobs(self) -> SupportsBlockingRead | None:
         # isinstance against a runtime-checkable protocol inspects the class each time: about 1 % of a small
@@ -395,13 +368,21 @@ def _read_range_at_once(
     choose: RangeChoice[P],
 ) -> RangeRead[P]:
     """The lookup, the choice and the read of a range in one synchronous call (see ``read_range``)."""
-    found = lookup(namespace, artifact_id, now=now)
+    artifact, blob, plan, span = _chosen(lookup(namespace, artifact_id, now=now), choose)
+    data = None
+    if span is not None:
+        start, end = span
+        data = read(blob, start, end - start)
+    return RangeRead(artifact, blob, plan, data)
+
+
+def _chosen(
+    found: tuple[Artifact, BlobRecord] | None, choose: RangeChoice[P]
+) -> tuple[Artifact, BlobInfo, P, tuple[int, int] | None]:
+    """The looked-up artifact, its blob, and what ``choose`` plans and would read of it; NotFound when the
+    lookup found nothing (missing, expired or foreign)."""
     if found is None:
         raise NotFound()
     artifact, record = found
     plan, span = choose(artifact)
-    data = None
-    if span is not None:
-        start, end = span
-        data = read(record.info, start, end - start)
-    return RangeRead(artifact, record.info, plan, data)
+    return artifact, record.info, plan, span

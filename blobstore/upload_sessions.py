@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -99,25 +100,16 @@ class ArtifactPublisher(Protocol):
     ) -> Artifact: ...
 
 
+# Its collaborators as fields; compared by identity, and no repr that would print the settings.
+@dataclass(kw_only=True, eq=False, repr=False)
 class UploadManager:
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        repo: UploadRecords,
-        blobs: BlobStore,
-        audit: AuditLog,
-        clock: Clock,
-        publisher: ArtifactPublisher,
-        leases: CompletionLeases,
-    ) -> None:
-        self.settings = settings
-        self.repo = repo
-        self.blobs = blobs
-        self.audit = audit
-        self.clock = clock
-        self.publisher = publisher
-        self.leases = leases
+    settings: Settings
+    repo: UploadRecords
+    blobs: BlobStore
+    audit: AuditLog
+    clock: Clock
+    publisher: ArtifactPublisher
+    leases: CompletionLeases
 
     # -- begin ---------------------------------------------------------------------------------------------
 

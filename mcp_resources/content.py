@@ -26,6 +26,7 @@ from mcp.types import (
 from blobstore.links import ARTIFACT_META_KEY, LinkOptions, Role, describe, resource_link, view_hint
 from blobstore.models import Artifact, Caller
 from mcp_resources.renditions import NotAnImage, Rendition, RenditionCache, downscale_async, rendition_key
+from mcp_resources.uris import window_uri
 
 if TYPE_CHECKING:
     from blobstore.service import ArtifactService
@@ -116,6 +117,13 @@ def resource_link_for(artifact: Artifact, **options: Unpack[LinkOptions]) -> Res
 
 
 # -- tool results ---------------------------------------------------------------------------------------
+
+
+def read_in_windows(artifact: Artifact, max_window: int) -> str:
+    """How to read an artifact through ``resources/read`` alone, naming its first window; the end of the
+    line beside a link from :func:`tool_result_for` and from the proxy."""
+    first = window_uri(artifact.id, 0, min(max_window, max(artifact.size, 1)))
+    return f"read it with resources/read in windows of at most {max_window} bytes: {first}"
 
 
 async def _read_bytes(service: ArtifactService, caller: Caller, artifact: Artifact) -> bytes:
@@ -227,11 +235,8 @@ async def tool_result_for(
         evidence = AudioContent(data=base64.b64encode(data).decode("ascii"), mime_type=artifact.mime_type)
     if evidence is None:
         evidence = resource_link_for(artifact, audience=audience, max_window=settings.mcp_window_max)
-        hint = view_hint(artifact)
+        hint = view_hint(artifact, max_audio_seconds=settings.view_max_audio_seconds)
         views = f"{hint}, or " if hint else ""
-        window = settings.mcp_window_max
-        text += (
-            f"\n[{describe(artifact)} stored as {artifact.uri}; {views}read it with resources/read in "
-            f"windows of at most {window} bytes: {artifact.uri}?offset=0&length={window}]"
-        )
+        windows = read_in_windows(artifact, settings.mcp_window_max)
+        text += f"\n[{describe(artifact)} stored as {artifact.uri}; {views}{windows}]"
     return CallToolResult(content=[TextContent(text=text), evidence])

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from mcp.server import MCPServer, Server, ServerRequestContext
 from mcp.server.lowlevel.server import HandlerEntry
@@ -49,6 +49,15 @@ from mcp_resources.resources import DEFAULT_PAGE_SIZE, CallerResolver, StoreReso
 from mcp_resources.sdk_internals import check_sdk_shape, lowlevel_server, subscription_bus
 from mcp_resources.server import fixed_caller
 from mcp_resources.tools import StoreTools
+
+
+class PutOptions(TypedDict, total=False):
+    """What :meth:`EmbeddedStore.put` takes besides the bytes and the name; ``put_once`` hands it on."""
+
+    mime_type: str | None
+    ttl_seconds: int | None
+    metadata: dict[str, Any] | None
+    caller: Caller | None
 
 
 @dataclass
@@ -94,16 +103,7 @@ class EmbeddedStore:
             expected_size=len(data) if isinstance(data, bytes) else None,
         )
 
-    async def put_once(
-        self,
-        data: bytes,
-        *,
-        name: str,
-        mime_type: str | None = None,
-        ttl_seconds: int | None = None,
-        metadata: dict[str, Any] | None = None,
-        caller: Caller | None = None,
-    ) -> Artifact:
+    async def put_once(self, data: bytes, *, name: str, **options: Unpack[PutOptions]) -> Artifact:
         """Store bytes unless the caller already has a live artifact with the same bytes, name and metadata.
 
         Content is addressed by its SHA-256 either way (a new artifact over existing bytes shares their
@@ -111,21 +111,20 @@ class EmbeddedStore:
         default TTL) from now if that is later than its current one, so storing existing content again
         extends its lifetime and keeps its URI. Pinned artifacts stay pinned.
         """
-        who = self._who(caller)
+        who = self._who(options.get("caller"))
         service = self.service
         found = await service.live_twin(
             who,
             sha256=hashlib.sha256(data).hexdigest(),
             size=len(data),
             name=name,
-            metadata=validate_metadata(metadata),
-            expires_at=service.expiry_for(ttl_seconds, service.clock()),
+            metadata=validate_metadata(options.get("metadata")),
+            expires_at=service.expiry_for(options.get("ttl_seconds"), service.clock()),
         )
         if found is not None:
             return found
-        return await self.put(
-            data, name=name, mime_type=mime_type, ttl_seconds=ttl_seconds, metadata=metadata, caller=who
-        )
+        options["caller"] = who
+        return await self.put(data, name=name, **options)
 
     async def tool_result_for(
         self,

@@ -60,6 +60,7 @@ JSONRPC_CODES: Final[dict[str, int]] = {
     "media_invalid": INVALID_PARAMS,
     "view_too_large": INVALID_PARAMS,
     "view_timeout": INVALID_PARAMS,
+    "message_refused": INTERNAL_ERROR,
     "server_unreachable": INTERNAL_ERROR,
 }
 

@@ -93,39 +93,33 @@ FILE_SCHEMA: Final[dict[str, Any]] = {
 # -- what a tool receives ---------------------------------------------------------------------------------
 
 
+@dataclass(eq=False, kw_only=True)
 class FileInput:
     """A file a tool was given: its bytes whole, as a stream or as a file on disk, and what is known of it."""
 
-    def __init__(
-        self,
-        *,
-        name: str | None,
-        mime_type: str | None,
-        size: int,
-        opener: Callable[[], AsyncIterator[bytes]],
-        local_path: Path | None = None,
-        max_read: int | None = None,
-    ) -> None:
-        self.name = name
-        self.mime_type = mime_type
-        self.size = size
-        self._opener = opener
-        self._local_path = local_path
-        self._max_read = max_read
+    name: str | None
+    mime_type: str | None
+    size: int
+    opener: Callable[[], AsyncIterator[bytes]] = field(repr=False)
+    """Opens the bytes afresh, for each :meth:`stream`."""
+    local_path: Path | None = field(default=None, repr=False)
+    """A file already holding the bytes (a fetched download), which :meth:`path` lends instead of a copy."""
+    max_read: int | None = field(default=None, repr=False)
+    """The most :meth:`read` returns whole."""
 
     def stream(self) -> AsyncIterator[bytes]:
         """The bytes, in pieces (each storage block checked as it is read)."""
-        return self._opener()
+        return self.opener()
 
     async def read(self) -> bytes:
         """The bytes, whole; refused when more than an argument may carry
         (``BLOBSTORE_PROXY_MAX_ARGUMENT_BYTES``): read larger files with :meth:`stream` or :meth:`path`."""
-        if self._max_read is not None and self.size > self._max_read:
+        if self.max_read is not None and self.size > self.max_read:
             raise refused(
                 LimitExceeded(
-                    f"{self.size} bytes are more than read() returns ({self._max_read}, {CAP_SETTING}); "
+                    f"{self.size} bytes are more than read() returns ({self.max_read}, {CAP_SETTING}); "
                     "use stream() or path()",
-                    max_argument_bytes=self._max_read,
+                    max_argument_bytes=self.max_read,
                 )
             )
         return b"".join([piece async for piece in self.stream()])
@@ -133,8 +127,8 @@ class FileInput:
     @contextlib.asynccontextmanager
     async def path(self) -> AsyncIterator[Path]:
         """A file (mode 0600) holding the bytes, removed when the block ends."""
-        if self._local_path is not None:
-            yield self._local_path
+        if self.local_path is not None:
+            yield self.local_path
             return
         fd, name = tempfile.mkstemp(prefix="blobstore-file-")
         os.close(fd)
@@ -146,9 +140,6 @@ class FileInput:
             yield target
         finally:
             await anyio.Path(target).unlink(missing_ok=True)
-
-    def __repr__(self) -> str:
-        return f"FileInput(name={self.name!r}, mime_type={self.mime_type!r}, size={self.size})"
 
     # -- pydantic: the parameter's schema and validation ----------------------------------------------------
 

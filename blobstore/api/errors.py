@@ -71,6 +71,7 @@ STATUS_BY_CODE: Final[Mapping[str, int]] = {
     "media_invalid": 422,
     "view_too_large": 413,
     "view_timeout": 504,
+    "message_refused": 502,
     # Never sent by the server: the client's own error when no answer arrives at all.
     "server_unreachable": 503,
 }

@@ -51,6 +51,8 @@ async def run_proxy(
 ) -> int:
     from blobstore.runtime import open_service
     from mcp_resources.embed import EmbeddedStore
+    from mcp_resources.handles import ArgumentHandles
+    from mcp_resources.proxy.argument_handles import ToolArguments
     from mcp_resources.proxy.contracts import ResultOffloader
     from mcp_resources.proxy.http_upstream import HttpUpstream
     from mcp_resources.proxy.local import LocalStore
@@ -100,7 +102,14 @@ async def run_proxy(
         await stdio.open()
         host = HostChannel(stdio, max_message=settings.proxy_max_message_bytes)
         async with local.running():
-            relay = Relay(host=host, upstream=upstream, local=local, offloader=offloader, read_tool=read_tool)
+            relay = Relay(
+                host=host,
+                upstream=upstream,
+                local=local,
+                offloader=offloader,
+                arguments=ToolArguments(ArgumentHandles(service), caller),
+                read_tool=read_tool,
+            )
             return await relay.run()
 
 
@@ -124,7 +133,7 @@ async def run_proxy(
 )
 @click.option(
     "--host-profile",
-    type=click.Choice(["claude-desktop", "claude-code", "generic"]),
+    type=click.Choice(["claude-desktop", "claude-code", "vscode-copilot", "cursor", "gemini-cli", "generic"]),
     default="generic",
     show_default=True,
     help=profile_help(),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -145,42 +146,38 @@ ChunkSender = Callable[[int, bytes, str], Awaitable[None]]
 """Sends chunk ``index``'s bytes (with their XXH3) wherever they go."""
 
 
-async def send_indexed(
-    indexes: Iterable[int],
-    read: ChunkReader,
-    send: ChunkSender,
-    *,
-    parallel: int,
-    progress: ProgressTracker,
-    counter: ChunkCounter,
-) -> None:
-    """Send the given chunks with up to ``parallel`` in flight; each is read only when a slot is free."""
+@dataclass(frozen=True, slots=True)
+class ChunkFeed:
+    """How a send gets the chunks and accounts for them: ``read`` each one, up to ``parallel`` in flight,
+    every chunk sent advancing ``progress`` and counted in ``counter``."""
+
+    read: ChunkReader
+    parallel: int
+    progress: ProgressTracker
+    counter: ChunkCounter
+
+
+async def send_indexed(indexes: Iterable[int], feed: ChunkFeed, send: ChunkSender) -> None:
+    """Send the given chunks with up to ``feed.parallel`` in flight; each is read only when a slot is free."""
     pending = iter(indexes)
 
     async def worker() -> None:
         for index in pending:
-            data, digest = await read(index)
+            data, digest = await feed.read(index)
             await send(index, data, digest)
-            counter.chunks += 1
-            counter.bytes += len(data)
-            progress.advance(len(data))
+            feed.counter.chunks += 1
+            feed.counter.bytes += len(data)
+            feed.progress.advance(len(data))
 
-    await run_concurrently([worker] * max(1, parallel))
+    await run_concurrently([worker] * max(1, feed.parallel))
 
 
 async def send_indexed_chunks(
-    api: BlobstoreApi,
-    upload_id: str,
-    indexes: Iterable[int],
-    read: ChunkReader,
-    *,
-    parallel: int,
-    progress: ProgressTracker,
-    counter: ChunkCounter,
+    api: BlobstoreApi, upload_id: str, indexes: Iterable[int], feed: ChunkFeed
 ) -> None:
-    """PUT the given chunks to the API with up to ``parallel`` in flight."""
+    """PUT the given chunks to the API with up to ``feed.parallel`` in flight."""
 
     async def put(index: int, data: bytes, xxh3: str) -> None:
         await api.put_chunk(upload_id, index, data, xxh3=xxh3)
 
-    await send_indexed(indexes, read, put, parallel=parallel, progress=progress, counter=counter)
+    await send_indexed(indexes, feed, put)

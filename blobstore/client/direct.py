@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from blobstore.client.api import BlobstoreApi
-from blobstore.client.chunks import ChunkCounter, ChunkReader, ProgressTracker, send_indexed
+from blobstore.client.chunks import ChunkFeed, send_indexed
 from blobstore.client.retry import RetryableResponse, call_with_retries, is_retryable_status
 from blobstore.errors import StorageUnavailable
 
@@ -70,19 +70,11 @@ class DirectSender:
         where = httpx.URL(self.urls[number]).copy_with(path="/", query=None)
         await call_with_retries(self.api.retry, str(where).rstrip("/"), attempt)
 
-    async def send(
-        self,
-        indexes: Iterable[int],
-        read: ChunkReader,
-        *,
-        parallel: int,
-        progress: ProgressTracker,
-        counter: ChunkCounter,
-    ) -> None:
+    async def send(self, indexes: Iterable[int], feed: ChunkFeed) -> None:
         todo = list(indexes)
         await self._refresh([index + 1 for index in todo if index + 1 not in self.urls])
 
         async def put(index: int, data: bytes, _digest: str) -> None:
             await self._put(index + 1, data)
 
-        await send_indexed(todo, read, put, parallel=parallel, progress=progress, counter=counter)
+        await send_indexed(todo, feed, put)

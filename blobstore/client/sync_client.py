@@ -2,31 +2,37 @@
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from functools import partial
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from blobstore.client.async_client import DEFAULT_URL, AsyncBlobstoreClient
-from blobstore.client.results import (
-    ArtifactInfo,
-    ArtifactPage,
-    DownloadResult,
-    ProgressCallback,
-    UploadResult,
-    UploadSessionInfo,
-    UploadStatusInfo,
-)
+from blobstore.client.results import ArtifactInfo, UploadResult, UploadSessionInfo
 
 T = TypeVar("T")
+P = ParamSpec("P")
 _END = object()
 
 SyncUploadSource = str | os.PathLike[str] | bytes | bytearray | memoryview | Iterable[bytes]
+
+
+def _blocking(
+    method: Callable[Concatenate[AsyncBlobstoreClient, P], Awaitable[T]],
+) -> Callable[Concatenate[BlobstoreClient, P], T]:
+    """The blocking form of an async client method: the same parameters, the call run on the portal."""
+
+    def call(self: BlobstoreClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._portal.call(partial(method, self._client, *args, **kwargs))
+
+    functools.update_wrapper(call, method)  # its name and docstring
+    return call
 
 
 class BlobstoreClient:
@@ -73,27 +79,9 @@ class BlobstoreClient:
         result: UploadResult = self._call(self._client.upload, target, **options)
         return result
 
-    def download(
-        self,
-        artifact_id: str,
-        path: str | os.PathLike[str],
-        *,
-        range: tuple[int, int] | None = None,
-        progress: ProgressCallback | None = None,
-        resume: bool = True,
-    ) -> DownloadResult:
-        result: DownloadResult = self._call(
-            self._client.download, artifact_id, path, range=range, progress=progress, resume=resume
-        )
-        return result
-
-    def get_artifact(self, artifact_id: str) -> ArtifactInfo:
-        result: ArtifactInfo = self._call(self._client.get_artifact, artifact_id)
-        return result
-
-    def list_artifacts(self, *, limit: int | None = None, cursor: str | None = None) -> ArtifactPage:
-        result: ArtifactPage = self._call(self._client.list_artifacts, limit=limit, cursor=cursor)
-        return result
+    download = _blocking(AsyncBlobstoreClient.download)
+    get_artifact = _blocking(AsyncBlobstoreClient.get_artifact)
+    list_artifacts = _blocking(AsyncBlobstoreClient.list_artifacts)
 
     def iter_artifacts(self, *, page_size: int = 100) -> Iterator[ArtifactInfo]:
         cursor: str | None = None
@@ -104,30 +92,21 @@ class BlobstoreClient:
                 return
             cursor = page.next_cursor
 
+    # Written out: beside a keyword catch-all, the async method's ``self`` could be passed by keyword, which
+    # the signature ``_blocking`` gives its wrappers does not allow.
     def update_artifact(self, artifact_id: str, **changes: Any) -> ArtifactInfo:
         result: ArtifactInfo = self._call(self._client.update_artifact, artifact_id, **changes)
         return result
-
-    def delete_artifact(self, artifact_id: str) -> None:
-        self._call(self._client.delete_artifact, artifact_id)
 
     def begin_upload(self, name: str, **fields: Any) -> UploadSessionInfo:
         result: UploadSessionInfo = self._call(self._client.begin_upload, name, **fields)
         return result
 
-    def put_chunk(self, upload_id: str, index: int, data: bytes) -> None:
-        self._call(self._client.put_chunk, upload_id, index, data)
-
-    def upload_status(self, upload_id: str) -> UploadStatusInfo:
-        result: UploadStatusInfo = self._call(self._client.upload_status, upload_id)
-        return result
-
-    def complete_upload(self, upload_id: str, sha256: str | None = None) -> ArtifactInfo:
-        result: ArtifactInfo = self._call(self._client.complete_upload, upload_id, sha256)
-        return result
-
-    def abort_upload(self, upload_id: str) -> None:
-        self._call(self._client.abort_upload, upload_id)
+    delete_artifact = _blocking(AsyncBlobstoreClient.delete_artifact)
+    put_chunk = _blocking(AsyncBlobstoreClient.put_chunk)
+    upload_status = _blocking(AsyncBlobstoreClient.upload_status)
+    complete_upload = _blocking(AsyncBlobstoreClient.complete_upload)
+    abort_upload = _blocking(AsyncBlobstoreClient.abort_upload)
 
 
 async def _make_client(base_url: str, options: dict[str, Any]) -> AsyncBlobstoreClient:

@@ -18,7 +18,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from blobstore.client.api import BlobstoreApi
 from blobstore.client.chunks import (
     ChunkCounter,
-    ChunkReader,
+    ChunkFeed,
     OrderedDigest,
     ProgressTracker,
     chunk_count,
@@ -71,11 +71,7 @@ class Uploader:
         session: dict[str, Any],
         upload_id: str,
         indexes: Iterable[int],
-        read: ChunkReader,
-        *,
-        parallel: int,
-        progress: ProgressTracker,
-        counter: ChunkCounter,
+        feed: ChunkFeed,
     ) -> dict[int, str] | None:
         """Chunks to the API, or, for a direct upload (``session["direct"]``), parts to the storage; returns
         the parts' ETags then, which the completion passes on."""
@@ -83,11 +79,9 @@ class Uploader:
             sender = DirectSender(
                 self.api, self.direct_http, upload_id, part_urls(session.get("direct_parts"))
             )
-            await sender.send(indexes, read, parallel=parallel, progress=progress, counter=counter)
+            await sender.send(indexes, feed)
             return sender.etags
-        await send_indexed_chunks(
-            self.api, upload_id, indexes, read, parallel=parallel, progress=progress, counter=counter
-        )
+        await send_indexed_chunks(self.api, upload_id, indexes, feed)
         return None
 
     async def _thread(self, func: Any, *args: Any) -> Any:
@@ -190,13 +184,7 @@ class Uploader:
 
         try:
             etags = await self._send_chunks(
-                session,
-                state.upload_id,
-                todo,
-                read,
-                parallel=options.parallel,
-                progress=progress,
-                counter=counter,
+                session, state.upload_id, todo, ChunkFeed(read, options.parallel, progress, counter)
             )
         finally:
             await self._thread(os.close, fd)
@@ -248,10 +236,7 @@ class Uploader:
             session.raw,
             session.upload_id,
             range(chunk_count(size, chunk_size)),
-            read,
-            parallel=options.parallel,
-            progress=progress,
-            counter=counter,
+            ChunkFeed(read, options.parallel, progress, counter),
         )
         artifact = await self.api.complete_upload(session.upload_id, sha256, etags)
         return UploadResult(artifact, session.upload_id, chunk_size, counter.chunks, 0, counter.bytes, False)

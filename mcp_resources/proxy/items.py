@@ -87,8 +87,12 @@ class Item:
         return self.kind != "other" and self.has_payload and self.level < 2
 
 
+_EXTENSIONS = {"audio/wav": ".wav", "audio/wave": ".wav", "audio/webm": ".weba"}
+"""Audio types MCP servers send that the stdlib's table lacks (it knows only ``audio/x-wav``)."""
+
+
 def extension(mime: str) -> str:
-    return mimetypes.guess_extension(mime) or ".bin"
+    return mimetypes.guess_extension(mime) or _EXTENSIONS.get(mime) or ".bin"
 
 
 def usable_name(name: str) -> bool:

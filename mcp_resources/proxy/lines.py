@@ -8,31 +8,57 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from blobstore.links import describe
+from blobstore.links import describe, view_hint
 from blobstore.models import Artifact
 from blobstore.units import human_bytes
-from mcp_resources.content import estimate_image_tokens
+from mcp_resources.content import estimate_image_tokens, read_in_windows
 from mcp_resources.proxy.rules import HostProfile
 from mcp_resources.uris import window_uri
+from mcp_resources.views import first_view_uri
 
 
 @dataclass(frozen=True)
 class ReadHint:
-    """How the model is told to read an artifact: the read tool's name (None: resources/read only)."""
+    """How the model is told to read an artifact: the read tool's name (None: resources/read only), the
+    window maximum, and the longest audio segment a view returns."""
 
     read_tool: str | None
     max_window: int
+    max_audio_seconds: float = 30.0
 
     def how_to_read(self, artifact: Artifact) -> str:
-        """The sentence every line next to a resource_link ends with."""
+        """The sentence every line next to a resource_link ends with: the media view to read first (a PDF's
+        page, an audio segment), then the byte windows."""
         window = self.max_window
-        first = window_uri(artifact.id, 0, min(window, max(artifact.size, 1)))
         if self.read_tool:
+            view = self.first_view(artifact)
+            views = f"{view}, or " if view else ""
+            first = window_uri(artifact.id, 0, min(window, max(artifact.size, 1)))
             return (
-                f"read it with the {self.read_tool} tool (uri={artifact.uri}, offset, length; at most "
-                f"{window} bytes per call) or with resources/read: {first}"
+                f"{views}read it with the {self.read_tool} tool (uri={artifact.uri}, offset, length; at "
+                f"most {window} bytes per call) or with resources/read: {first}"
             )
-        return f"read it with resources/read in windows of at most {window} bytes: {first}"
+        view = self.first_view(artifact)
+        windows = read_in_windows(artifact, window)
+        return f"{view}, or {windows}" if view else windows
+
+    def first_view(self, artifact: Artifact) -> str | None:
+        """The media view to read first, named by the tool the host is offered or, without one, as the view
+        resource; None for an artifact without views."""
+        if self.read_tool:
+            return view_hint(artifact, tool=self.read_tool, max_audio_seconds=self.max_audio_seconds)
+        uri = first_view_uri(artifact, self.max_audio_seconds)
+        if uri is None:
+            return None
+        if (artifact.media or {}).get("pages"):
+            return f"read page 1 with resources/read: {uri}"
+        duration = float(artifact.media["duration_seconds"])
+        return f"hear the first {min(self.max_audio_seconds, duration):g} s with resources/read: {uri}"
+
+    def link_description(self, artifact: Artifact) -> str:
+        """A ``resource_link``'s description: the facts, then the first view as this host reads it."""
+        view = self.first_view(artifact)
+        return f"{describe(artifact)}; {view}" if view else describe(artifact)
 
 
 def image_shown_line(artifact: Artifact, size: tuple[int, int] | None, read: str) -> str:

@@ -48,6 +48,8 @@ class Refused:
     size: int
     ident: Any = None
     method: Any = None
+    max_message_bytes: int | None = None
+    """The cap, for a message over it."""
 
 
 Incoming = Whole | Streamed | Refused
@@ -139,7 +141,7 @@ class MessageReader:
             if over and newline < 0 and isinstance(reader.root, dict) and "id" in reader.root:
                 self._skipping = True
                 await sinks.release()
-                return self._refused(reader, "over_cap", self._over_cap(), size)
+                return self._refused(reader, "over_cap", self._over_cap(), size, self._max)
             if newline >= 0:
                 self._buf += pending[newline + 1 :]
                 return await self._complete(reader, sinks, size, over, broken)
@@ -166,12 +168,16 @@ class MessageReader:
         if broken is not None or over:
             await sinks.release()
             if over:
-                return self._refused(reader, "over_cap", self._over_cap(), size)
+                return self._refused(reader, "over_cap", self._over_cap(), size, self._max)
             return self._refused(reader, "invalid_json", f"the upstream sent invalid JSON: {broken}", size)
         return Streamed(message, size, sinks)
 
     @staticmethod
-    def _refused(reader: JsonReader, reason: RefusalReason, detail: str, size: int) -> Refused:
+    def _refused(
+        reader: JsonReader, reason: RefusalReason, detail: str, size: int, cap: int | None = None
+    ) -> Refused:
         root = reader.root
         top = root if isinstance(root, dict) else {}
-        return Refused(reason, detail, size, ident=top.get("id"), method=top.get("method"))
+        return Refused(
+            reason, detail, size, ident=top.get("id"), method=top.get("method"), max_message_bytes=cap
+        )

@@ -93,8 +93,13 @@ class Offloader:
             store=store, caller=caller, upstream_name=upstream_name, audit=audit or store.service.audit
         )
         self.hint = ReadHint(
-            read_tool=read_tool_name if rules.read_tool_hint else None, max_window=store.resources.max_window
+            read_tool=read_tool_name if rules.read_tool_hint else None,
+            max_window=store.resources.max_window,
+            max_audio_seconds=store.service.settings.view_max_audio_seconds,
         )
+
+    def _link(self, artifact: Artifact) -> dict[str, Any]:
+        return self.writer.link(artifact, description=self.hint.link_description(artifact))
 
     async def _downscale(self, artifact: Artifact, edge: int, inline_limit: int) -> dict[str, Any] | None:
         block = await image_block_for(
@@ -111,7 +116,7 @@ class Offloader:
     async def _apply(self, call: Call, item: Item, *, level: int, edge: int) -> None:
         """Render ``item`` at ``level`` (1: per-block rule, 2: nothing inline but a line and a link)."""
         artifact = await self.writer.store_item(call, item)
-        link = self.writer.link(artifact)
+        link = self._link(artifact)
         read = self.hint.how_to_read(artifact)
         limit = call.rules.inline_limit
         if item.kind == "image":
@@ -216,7 +221,7 @@ class Offloader:
                 assert item.payload is not None
                 found[item.payload] = {
                     "uri": item.artifact.uri,
-                    "link": self.writer.link(item.artifact),
+                    "link": self._link(item.artifact),
                     "image": item.inline_image,
                 }
         return found
@@ -271,7 +276,7 @@ class Offloader:
             profile.name,
             artifact.id,
         )
-        answer: dict[str, Any] = {"content": [{"type": "text", "text": line}, self.writer.link(artifact)]}
+        answer: dict[str, Any] = {"content": [{"type": "text", "text": line}, self._link(artifact)]}
         if output_schema is not None:
             # A successful result would have to carry structuredContent valid under the schema.
             answer["isError"] = True

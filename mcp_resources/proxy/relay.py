@@ -7,6 +7,8 @@ Messages are parsed to dicts only to route them; what passes unchanged is forwar
 - :class:`~mcp_resources.proxy.store_side.StoreSide`: what the store answers (``blobstore://`` reads, the read
   tool, its resources after the upstream's, its capabilities merged into the handshake);
 - :class:`~mcp_resources.proxy.upstream_tools.ToolCatalog`: the upstream's tools and the read tool's name;
+- :class:`~mcp_resources.proxy.argument_handles.ToolArguments`: artifact URIs in the host's ``tools/call``
+  arguments, resolved before the call goes upstream;
 - the offloader (:mod:`~mcp_resources.proxy.offload`), which every ``tools/call`` and upstream
   ``resources/read`` result passes through.
 """
@@ -22,8 +24,9 @@ from typing import Any, Final
 
 from mcp.types import PROTOCOL_VERSION_META_KEY
 
-from blobstore.errors import UpstreamUnavailable
+from blobstore.errors import BlobstoreError, MessageRefused, UpstreamUnavailable
 from mcp_resources.errors import error_data, jsonrpc_code, to_mcp_error
+from mcp_resources.proxy.argument_handles import Refusal, ToolArguments
 from mcp_resources.proxy.contracts import OffloaderFactory, ResultOffloader
 from mcp_resources.proxy.ids import IdMap, Own, Pending, Raw, restore_id
 from mcp_resources.proxy.local import LocalStore
@@ -59,6 +62,7 @@ class Relay:
         upstream: Upstream,
         local: LocalStore,
         offloader: OffloaderFactory,
+        arguments: ToolArguments,
         read_tool: bool = True,
     ) -> None:
         self.host = host
@@ -73,7 +77,9 @@ class Relay:
             make_offloader=offloader,
             upstream_name=lambda: self.upstream_name,
             read_tool_enabled=read_tool,
+            arguments=arguments,
         )
+        self.arguments = arguments
         self._envelope: dict[str, Any] | None = None  # the host's latest 2026-07-28 _meta envelope
         self._tasks: set[asyncio.Task[None]] = set()
         self._host_lock = asyncio.Lock()
@@ -169,8 +175,7 @@ class Relay:
         return await own.future
 
     def _gone_error(self) -> dict[str, Any]:
-        exc = UpstreamUnavailable(self._gone_message())
-        return {"error": {"code": jsonrpc_code(exc.code), "message": exc.message, "data": error_data(exc)}}
+        return _catalogue_error(UpstreamUnavailable(self._gone_message()))
 
     def _gone_message(self) -> str:
         status = self.upstream.exit_status()
@@ -229,8 +234,7 @@ class Relay:
             await self._error(None, -32700, "Parse error")
         elif refused.reason == "over_cap":
             if isinstance(refused.method, str) and refused.ident is not None:
-                error = {"code": -32603, "message": refused.detail, "data": {"reason": refused.reason}}
-                await self.answer(refused.ident, {"error": error})
+                await self.answer(refused.ident, _refusal(refused))
             else:
                 logger.warning("proxy: %s; dropped", refused.detail)
 
@@ -259,20 +263,17 @@ class Relay:
         """A message the proxy would not take whole: the call it answers, when known, gets the reason."""
         logger.warning("proxy: %s (%d bytes); dropped", refused.detail, refused.size)
         ident = refused.ident
+        fragment = _refusal(refused)
         if isinstance(refused.method, str):
             if ident is not None:
-                error = {"code": -32603, "message": refused.detail}
-                await self._safe_upstream({"jsonrpc": "2.0", "id": ident, "error": error})
+                await self._safe_upstream({"jsonrpc": "2.0", "id": ident, **fragment})
             return
         entry = self.ids.settle(ident) if isinstance(ident, str) else None
         if isinstance(entry, Own):
             if not entry.future.done():
-                entry.future.set_result({"error": {"code": -32603, "message": refused.detail}})
+                entry.future.set_result(fragment)
         elif entry is not None:
-            data = {"reason": refused.reason}
-            await self.answer(
-                entry.host_id, {"error": {"code": -32603, "message": refused.detail, "data": data}}
-            )
+            await self.answer(entry.host_id, fragment)
 
     async def _upstream_gone(self) -> None:
         self._gone = True
@@ -331,7 +332,9 @@ class Relay:
             self._envelope = None
         if method in LIST_METHODS:
             message = upstream_cursor(message, params)
-        if method == "tools/call" and self.catalog.needs_tools(params.get("name")):
+        if method == "tools/call" and (
+            self.catalog.needs_tools(params.get("name")) or self.arguments.holds_handles(params)
+        ):
             self._spawn(self._call_after_tools(message, pending), answering=host_id)
             return
         await self._forward_request(message, pending)
@@ -443,12 +446,18 @@ class Relay:
         await self.answer(pending.host_id, {"result": with_store_capabilities(result)})
 
     async def _call_after_tools(self, message: dict[str, Any], pending: Pending) -> None:
-        try:
-            await self.catalog.fetch()
-        except UpstreamGone:
-            await self.answer(pending.host_id, self._gone_error())
+        """A call that waits for the tools to be listed, or whose artifact URIs are resolved first."""
+        if self.catalog.needs_tools(pending.params.get("name")):
+            try:
+                await self.catalog.fetch()
+            except UpstreamGone:
+                await self.answer(pending.host_id, self._gone_error())
+                return
+        prepared = await self.arguments.prepared(message)
+        if isinstance(prepared, Refusal):
+            await self.answer(pending.host_id, prepared.fragment)
             return
-        await self._forward_request(message, pending)
+        await self._forward_request(prepared, pending)
 
     async def _tool_call_response(self, pending: Pending, raw: Raw, message: dict[str, Any]) -> None:
         result = message.get("result")
@@ -486,3 +495,14 @@ class Relay:
             await self.to_host(raw)
         else:
             await self.answer(pending.host_id, fragment)
+
+
+def _catalogue_error(exc: BlobstoreError) -> dict[str, Any]:
+    return {"error": {"code": jsonrpc_code(exc.code), "message": exc.message, "data": error_data(exc)}}
+
+
+def _refusal(refused: Refused) -> dict[str, Any]:
+    details: dict[str, Any] = {"cause": refused.reason}
+    if refused.max_message_bytes is not None:
+        details["max_message_bytes"] = refused.max_message_bytes
+    return _catalogue_error(MessageRefused(refused.detail, **details))

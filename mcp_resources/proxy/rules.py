@@ -35,7 +35,7 @@ class OffloadConfigError(Exception):
 
 @dataclass(frozen=True)
 class HostProfile:
-    """The caps of a known host."""
+    """The caps of a known host (their sources are in docs/proxy.md, "Host profiles")."""
 
     name: str
     max_result_bytes: int
@@ -44,18 +44,53 @@ class HostProfile:
     max_image_edge: int
     max_image_edge_many: int = 2000
     """Edge limit when a result carries more than :data:`MANY_IMAGES` images."""
+    max_image_bytes: int | None = None
+    """Base64 bytes of one image the host's model takes; no inline payload is left larger."""
+    max_text_chars: int | None = None
+    """A text result longer than this the host writes to a file and shows a preview of; texts past it are
+    offloaded by the proxy instead."""
 
     def image_edge_limit(self, images: int) -> int:
         return self.max_image_edge_many if images > MANY_IMAGES else self.max_image_edge
 
+    def inline_limit(self, configured: int) -> int:
+        """The inline limit under this host: the configured one, or less where the host's image cap is."""
+        if self.max_image_bytes is None:
+            return configured
+        return min(configured, self.max_image_bytes * 3 // 4)
+
+    def text_threshold(self, configured: int) -> int:
+        return configured if self.max_text_chars is None else min(configured, self.max_text_chars)
+
+
+CLAUDE_IMAGE_BYTES: Final = 5 * MiB
+"""Claude refuses an image whose base64 is over 5 MB, and one over 8,000 px (2,000 px past 20 images)."""
+CLAUDE_CODE_TEXT_CHARS: Final = 50_000
+"""Claude Code writes a tool result over 50,000 characters to a file unless the tool raises the threshold."""
+MAX_RESULT_SIZE_CHARS_KEY: Final = "anthropic/maxResultSizeChars"
+READ_TOOL_RESULT_CHARS: Final = 500_000
+"""What the read tool declares under :data:`MAX_RESULT_SIZE_CHARS_KEY`: the most Claude Code honours."""
+
+
+def _strictest(name: str) -> HostProfile:
+    """The strictest caps known (Claude Code's), for it and for hosts that document no caps of their own."""
+    return HostProfile(
+        name, MiB, 25_000, 8000, max_image_bytes=CLAUDE_IMAGE_BYTES, max_text_chars=CLAUDE_CODE_TEXT_CHARS
+    )
+
 
 HOST_PROFILES: Final[Mapping[str, HostProfile]] = {
     # "result exceeds maximum length of 1048576"; no token cap of its own, so the byte cap sets the tokens.
-    "claude-desktop": HostProfile("claude-desktop", MiB, MiB // BYTES_PER_TOKEN, 8000),
-    # Claude Code refuses MCP output over 25,000 tokens (MAX_MCP_OUTPUT_TOKENS).
-    "claude-code": HostProfile("claude-code", MiB, 25_000, 8000),
+    "claude-desktop": HostProfile(
+        "claude-desktop", MiB, MiB // BYTES_PER_TOKEN, 8000, max_image_bytes=CLAUDE_IMAGE_BYTES
+    ),
+    # Warns above 10,000 tokens, refuses over MAX_MCP_OUTPUT_TOKENS (25,000 by default).
+    "claude-code": _strictest("claude-code"),
+    "vscode-copilot": _strictest("vscode-copilot"),
+    "cursor": _strictest("cursor"),
+    "gemini-cli": _strictest("gemini-cli"),
     # Unknown host: the strictest known caps.
-    "generic": HostProfile("generic", MiB, 25_000, 8000),
+    "generic": _strictest("generic"),
 }
 DEFAULT_PROFILE: Final = "generic"
 
@@ -154,9 +189,9 @@ def load_rules(
             f"--host-profile: unknown profile {profile!r}; choose one of {', '.join(HOST_PROFILES)}"
         )
     base = ToolRules(
-        inline_limit=settings.inline_limit,
+        inline_limit=host.inline_limit(settings.inline_limit),
         image_long_edge=settings.image_long_edge,
-        text_threshold=DEFAULT_TEXT_THRESHOLD,
+        text_threshold=host.text_threshold(DEFAULT_TEXT_THRESHOLD),
         text_preview=DEFAULT_TEXT_PREVIEW,
     )
     tools: dict[str, ToolRules] = {}

@@ -17,6 +17,14 @@ from mcp_resources.proxy.items import Call, Item
 from mcp_resources.proxy.long_values import LongString, StagedPayload, json_parts, json_stream
 
 SOURCE: Final = "proxy"
+GENERIC_TYPE: Final = "application/octet-stream"
+
+
+def declared_type(mime_type: str) -> str | None:
+    """The type to declare for a payload: none for the generic ``application/octet-stream``, so the store
+    types it by its bytes (server-filesystem sends every file that is neither image nor audio so, and a PDF
+    stored as octet-stream would get no page facts and no views)."""
+    return None if mime_type == GENERIC_TYPE else mime_type
 
 
 def canonical_digest(arguments: Mapping[str, Any] | None) -> str:
@@ -47,8 +55,8 @@ class ArtifactWriter:
     def max_window(self) -> int:
         return self.store.resources.max_window
 
-    def link(self, artifact: Artifact) -> dict[str, Any]:
-        link = resource_link_for(artifact, max_window=self.max_window)
+    def link(self, artifact: Artifact, *, description: str | None = None) -> dict[str, Any]:
+        link = resource_link_for(artifact, description=description, max_window=self.max_window)
         dumped: dict[str, Any] = link.model_dump(by_alias=True, exclude_none=True, mode="json")
         return dumped
 
@@ -72,7 +80,11 @@ class ArtifactWriter:
         else:
             assert item.raw is not None
             artifact = await self.store.put_once(
-                item.raw, name=item.name, mime_type=item.mime_type, metadata=metadata, caller=self.caller
+                item.raw,
+                name=item.name,
+                mime_type=declared_type(item.mime_type),
+                metadata=metadata,
+                caller=self.caller,
             )
         item.artifact = artifact
         self._audit(call, artifact, started)
@@ -117,7 +129,7 @@ class ArtifactWriter:
             self.caller,
             blob,
             name=validate_name(name),
-            declared_mime=validate_mime(mime_type),
+            declared_mime=validate_mime(declared_type(mime_type)),
             expires_at=expires_at,
             metadata=wanted,
             head=bytes(staged.head),

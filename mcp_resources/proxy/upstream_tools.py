@@ -3,7 +3,9 @@
 The proxy lists the upstream's tools once after the handshake (their ``outputSchema`` is what the offload
 rules need), again on ``notifications/tools/list_changed`` or for a call naming a tool it has not seen. The
 read tool is ``read_artifact``, prefixed with ``blobstore_`` as often as it takes not to clash; the offloader
-is built once that name is fixed.
+is built once that name is fixed. Every listing also tells
+:class:`~mcp_resources.proxy.argument_handles.ToolArguments` where the tools take artifact URIs, and the host
+gets the schemas it rewrote.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from typing import Any, Final
 
 from mcp.types import METHOD_NOT_FOUND
 
+from mcp_resources.proxy.argument_handles import ToolArguments
 from mcp_resources.proxy.contracts import OffloaderFactory, OwnRequests, Replies, ResultOffloader
 from mcp_resources.proxy.ids import Pending, Raw
 from mcp_resources.proxy.local import READ_TOOL, LocalStore
+from mcp_resources.proxy.rules import MAX_RESULT_SIZE_CHARS_KEY, READ_TOOL_RESULT_CHARS
 
 logger = logging.getLogger("mcp_resources.proxy")
 
@@ -42,6 +46,8 @@ class ToolCatalog:
     make_offloader: OffloaderFactory
     upstream_name: Callable[[], str]
     read_tool_enabled: bool
+    arguments: ToolArguments
+    """Where the tools take artifact URIs (learnt from every listing), and what the host is told of it."""
     read_tool: str | None = field(default=None, init=False)
     offloader: ResultOffloader | None = field(default=None, init=False)
     tools: dict[str, dict[str, Any]] | None = field(default=None, init=False)
@@ -63,10 +69,13 @@ class ToolCatalog:
             self.tools = {}
         for tool in tools:
             self.tools[str(tool.get("name"))] = tool
+        self.arguments.learn(self.tools)
 
     def read_tool_entry(self) -> dict[str, Any]:
         entry = self.local.read_tool.model_dump(by_alias=True, mode="json", exclude_none=True)
         entry["name"] = self.read_tool
+        # Claude Code writes a long result to a file unless the tool says it may be longer.
+        entry["_meta"] = {**entry.get("_meta", {}), MAX_RESULT_SIZE_CHARS_KEY: READ_TOOL_RESULT_CHARS}
         return entry
 
     async def ensure_read_tool(self, upstream_tools: set[str]) -> None:
@@ -122,14 +131,18 @@ class ToolCatalog:
             return
         tools = [t for t in result.get("tools", []) if isinstance(t, dict)]
         self._seen(tools, first_page=not pending.params.get("cursor"))
+        listed = self.arguments.advertised(result.get("tools", []))
         if not self.read_tool_enabled or isinstance(result.get("nextCursor"), str):
-            await self.replies.to_host(raw)
+            if listed is None:
+                await self.replies.to_host(raw)
+            else:
+                await self.replies.answer(pending.host_id, {"result": {**result, "tools": listed}})
             return
         names = {str(t.get("name")) for t in (self.tools or {}).values()} | {
             str(t.get("name")) for t in tools
         }
         await self.ensure_read_tool(names)
+        page = listed if listed is not None else result.get("tools", [])
         await self.replies.answer(
-            pending.host_id,
-            {"result": {**result, "tools": [*result.get("tools", []), self.read_tool_entry()]}},
+            pending.host_id, {"result": {**result, "tools": [*page, self.read_tool_entry()]}}
         )

@@ -22,6 +22,7 @@ from blobstore.models import Scope
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from mcp_resources.http import McpHttpExtension, transport_security
+from tests.fixtures.mcp_wire import initialize_request
 from tests.fixtures.settings import make_settings
 
 PAGE = "http://127.0.0.1:5173"
@@ -325,16 +326,7 @@ async def test_a_refusal_before_the_app_runs_still_reaches_the_page(tmp_path: Pa
 
 # -- /mcp ---------------------------------------------------------------------------------------------------
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "page", "version": "1"},
-    },
-}
+INITIALIZE = initialize_request("page", protocol_version="2025-06-18")
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 

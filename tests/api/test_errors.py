@@ -14,6 +14,7 @@ from blobstore.api.errors import STATUS_BY_CODE, error_response
 from blobstore.config import Settings
 from blobstore.errors import Forbidden, RangeNotSatisfiable, Unauthorized, all_codes
 from blobstore.service import ArtifactService
+from tests.fixtures.problems import problem
 
 
 def test_every_catalogue_code_has_a_status() -> None:
@@ -55,10 +56,7 @@ async def test_unknown_exceptions_are_500_internal_without_their_text(
     failing_client: httpx.AsyncClient,
 ) -> None:
     response = await failing_client.get("/boom")
-    assert response.status_code == 500
-    assert response.headers["content-type"] == "application/problem+json"
-    body = response.json()
-    assert body == {
+    assert problem(response, 500, "internal") == {
         "type": "urn:blobstore:problem:internal",
         "title": "internal error",
         "status": 500,
@@ -69,19 +67,14 @@ async def test_unknown_exceptions_are_500_internal_without_their_text(
 
 
 async def test_unknown_route_is_a_404_problem(client: httpx.AsyncClient) -> None:
-    response = await client.get("/nope")
-    assert response.status_code == 404
-    assert response.headers["content-type"] == "application/problem+json"
-    assert response.json()["code"] == "not_found"
+    problem(await client.get("/nope"), 404, "not_found")
 
 
 async def test_validation_errors_are_invalid_request_problems_without_the_input(
     client: httpx.AsyncClient,
 ) -> None:
     response = await client.get("/v1/artifacts", params={"limit": "secret-value"})
-    assert response.status_code == 400
-    body = response.json()
-    assert body["code"] == "invalid_request"
+    body = problem(response, 400, "invalid_request")
     assert body["errors"][0]["loc"] == ["query", "limit"]
     assert "secret-value" not in response.text
 

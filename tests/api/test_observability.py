@@ -24,6 +24,7 @@ from blobstore.runtime import cleanup_parts, open_service
 from blobstore.service import ArtifactService
 from tests.fixtures.asgi import app_client
 from tests.fixtures.ports import free_port
+from tests.fixtures.problems import problem
 from tests.fixtures.settings import make_settings
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -141,15 +142,18 @@ async def test_metrics_needs_the_admin_scope_once_tokens_exist(
     assert await scrape(client, Authorization=f"Bearer {admin.token}")
 
 
+# A route's error, and one of the content reads' own path (ContentReads, ahead of the routes).
+@pytest.mark.parametrize(
+    "path",
+    ["/v1/artifacts/art_doesnotexist0000000000", "/v1/artifacts/a_AAAAAAAAAAAAAAAAAAAAAAAA/content"],
+    ids=["route", "content-read"],
+)
 async def test_request_id_from_the_client_comes_back_in_the_header_and_the_problem_body(
-    client: httpx.AsyncClient,
+    client: httpx.AsyncClient, path: str
 ) -> None:
-    response = await client.get(
-        "/v1/artifacts/art_doesnotexist0000000000", headers={"X-Request-Id": "req-42.a"}
-    )
-    assert response.status_code == 404
+    response = await client.get(path, headers={"X-Request-Id": "req-42.a"})
+    assert problem(response, 404, "not_found")["request_id"] == "req-42.a"
     assert response.headers["x-request-id"] == "req-42.a"
-    assert response.json()["request_id"] == "req-42.a"
 
 
 async def test_a_missing_or_insane_request_id_is_replaced_by_a_new_one_per_request(

@@ -21,21 +21,18 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import httpx
 import pytest
 
+from tests.fixtures.browser import CHROMIUM, NODE, playwright_ready
 from tests.fixtures.commands import run_cli
-from tests.fixtures.peers import peer_missing
 from tests.fixtures.ports import free_port
 from tests.fixtures.server import Server, isolated_env, serving
 from tests.fixtures.threaded_http import serving_on_a_thread
 
 JS_DIR = Path(__file__).parent / "js"
-NODE = shutil.which("node")
-NPM = shutil.which("npm")
-CHROMIUM = Path("/usr/bin/chromium")
 KiB = 1024
 MiB = 1024 * KiB
 
@@ -45,19 +42,10 @@ PATCHES_BEFORE_RELOAD = 3
 DRIVER_DEADLINE_SECONDS = 180.0  # a watchdog against a hung browser, not a measurement
 
 
-def needs(what: str) -> NoReturn:
-    peer_missing(f"{what} is needed for the browser test")
-
-
 @pytest.fixture(scope="session")
 def page_assets(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The page's directory: index.html and the esbuild bundle of page.mjs."""
-    if NODE is None or NPM is None:
-        needs("node and npm")
-    if not CHROMIUM.exists():
-        needs(f"{CHROMIUM} (apt-get install chromium)")
-    if not (JS_DIR / "node_modules" / "playwright-core").is_dir():
-        subprocess.run([NPM, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, check=True, capture_output=True)
+    playwright_ready(JS_DIR)
     root = tmp_path_factory.mktemp("page")
     subprocess.run(
         [

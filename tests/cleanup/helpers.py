@@ -7,8 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
+from blobstore.cleanup import run_cleanup
+from blobstore.cleanup_report import StepResult
 from blobstore.metadata.tables import artifacts, blobs, uploads
 from blobstore.models import Artifact, Caller
+from blobstore.runtime import cleanup_parts
 from blobstore.service import ArtifactService
 from tests.fixtures.streams import chunks_of
 from tests.fixtures.streams import read_back as read_back
@@ -54,6 +57,19 @@ async def upload(
         mime_type=mime_type,
         **options,  # type: ignore[arg-type]
     )
+
+
+async def deleted(service: ArtifactService, caller: Caller, data: bytes) -> Artifact:
+    """An artifact of ``data`` uploaded and deleted again: its blob is unreferenced unless another artifact
+    holds the same content."""
+    artifact = await upload(service, caller, data)
+    await service.delete_artifact(caller, artifact.id)
+    return artifact
+
+
+async def sweep_blobs(service: ArtifactService) -> StepResult:
+    """One cleanup run of the blob sweep alone: what it reports."""
+    return (await run_cleanup(cleanup_parts(service), steps=["blobs"])).step("blobs")
 
 
 async def storage_keys(service: ArtifactService) -> set[str]:

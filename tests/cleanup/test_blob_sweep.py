@@ -18,8 +18,10 @@ from tests.cleanup.helpers import (
     FakeClock,
     assert_consistent,
     blob_rows,
+    deleted,
     read_back,
     storage_keys,
+    sweep_blobs,
     upload,
 )
 
@@ -42,21 +44,20 @@ async def test_referenced_blobs_survive_every_step(
 async def test_unreferenced_blob_is_freed_after_the_grace_period_and_not_before(
     service: ArtifactService, caller: Caller, clock: FakeClock
 ) -> None:
-    artifact = await upload(service, caller, b"to be freed" * 1000)
+    await deleted(service, caller, b"to be freed" * 1000)
     [row] = await blob_rows(service)
-    await service.delete_artifact(caller, artifact.id)
 
-    first = await run_cleanup(cleanup_parts(service), steps=["blobs"])
-    assert first.step("blobs").details["marked_unreferenced"] == 1
-    assert first.step("blobs").items == 0
+    first = await sweep_blobs(service)
+    assert first.details["marked_unreferenced"] == 1
+    assert first.items == 0
     clock.advance(GRACE - 1)
-    assert (await run_cleanup(cleanup_parts(service), steps=["blobs"])).step("blobs").items == 0
+    assert (await sweep_blobs(service)).items == 0
     assert row["storage_key"] in await storage_keys(service)
 
     clock.advance(2)
-    freed = await run_cleanup(cleanup_parts(service), steps=["blobs"])
-    assert freed.step("blobs").items == 1
-    assert freed.step("blobs").bytes == len(b"to be freed" * 1000)
+    freed = await sweep_blobs(service)
+    assert freed.items == 1
+    assert freed.bytes == len(b"to be freed" * 1000)
     assert await blob_rows(service) == []
     assert row["storage_key"] not in await storage_keys(service)
 
@@ -79,26 +80,23 @@ async def test_a_blob_referenced_again_within_grace_restarts_its_grace_period(
     service: ArtifactService, caller: Caller, clock: FakeClock
 ) -> None:
     data = b"come back" * 300
-    original = await upload(service, caller, data)
-    await service.delete_artifact(caller, original.id)
-    await run_cleanup(cleanup_parts(service), steps=["blobs"])  # marks it
+    original = await deleted(service, caller, data)
+    await sweep_blobs(service)  # marks it
     clock.advance(GRACE - 10)
-    again = await upload(service, caller, data)
+    again = await deleted(service, caller, data)
     assert again.blob_id == original.blob_id
-    await service.delete_artifact(caller, again.id)
     clock.advance(20)
     # Unreferenced again only since this run: the earlier mark must not count.
-    assert (await run_cleanup(cleanup_parts(service), steps=["blobs"])).step("blobs").items == 0
+    assert (await sweep_blobs(service)).items == 0
     clock.advance(GRACE + 1)
-    assert (await run_cleanup(cleanup_parts(service), steps=["blobs"])).step("blobs").items == 1
+    assert (await sweep_blobs(service)).items == 1
 
 
 async def test_upload_of_content_whose_blob_was_tombstoned_stores_a_new_generation(
     service: ArtifactService, caller: Caller, clock: FakeClock
 ) -> None:
     data = b"resurrected" * 700
-    old = await upload(service, caller, data)
-    await service.delete_artifact(caller, old.id)
+    old = await deleted(service, caller, data)
     await service.repo.mark_unreferenced_blobs(now=clock())
     clock.advance(GRACE + 1)
     # The sweep has tombstoned the blob but not yet deleted its object (a crash or pause right here).
@@ -120,9 +118,8 @@ async def test_concurrent_dedup_uploads_and_sweeps_never_lose_an_artifact(
     survivors: dict[str, bytes] = {}
     for round_number in range(6):
         for data in contents:
-            victim = await upload(service, caller, data)
-            await service.delete_artifact(caller, victim.id)
-        await run_cleanup(cleanup_parts(service), steps=["blobs"])
+            await deleted(service, caller, data)
+        await sweep_blobs(service)
         clock.advance(GRACE + 1)
         results: list[tuple[str, bytes]] = []
 
@@ -130,15 +127,12 @@ async def test_concurrent_dedup_uploads_and_sweeps_never_lose_an_artifact(
             artifact = await upload(service, caller, data, name=name)
             into.append((artifact.id, data))
 
-        async def sweep() -> None:
-            await run_cleanup(cleanup_parts(service), steps=["blobs"])
-
         async with anyio.create_task_group() as group:
             for index, data in enumerate(contents):
                 group.start_soon(add, data, f"r{round_number}", results)
                 if index == 1:
-                    group.start_soon(sweep)
-            group.start_soon(sweep)
+                    group.start_soon(sweep_blobs, service)
+            group.start_soon(sweep_blobs, service)
         survivors.update(results)
         for artifact_id in list(survivors)[: -len(contents)]:
             await service.delete_artifact(caller, artifact_id)
@@ -160,9 +154,8 @@ async def test_concurrent_dedup_uploads_and_sweeps_never_lose_an_artifact(
 async def test_dry_run_changes_nothing(
     service: ArtifactService, caller: Caller, clock: FakeClock, steps: list[str]
 ) -> None:
-    artifact = await upload(service, caller, b"dry" * 100)
-    await service.delete_artifact(caller, artifact.id)
-    await run_cleanup(cleanup_parts(service), steps=["blobs"])
+    await deleted(service, caller, b"dry" * 100)
+    await sweep_blobs(service)
     orphan = await service.blobs.put(_once(b"orphan bytes"), expected_size=len(b"orphan bytes"))
     clock.advance_past_storage(GRACE + 1)
     before_rows, before_keys = await blob_rows(service), await storage_keys(service)

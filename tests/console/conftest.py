@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 
 import httpx
 import pytest
@@ -15,24 +14,17 @@ from fastapi import FastAPI
 from blobstore.api import create_app
 from blobstore.config import Settings
 from blobstore.models import Scope
-from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
-from tests.fixtures.settings import make_settings
+from tests.security import conftest as security
 from tests.security.conftest import READ_WRITE, Tenant, issue
 
 BASE = "http://127.0.0.1:8420"
 CSRF = re.compile(r'<meta name="csrf-token" content="([0-9a-f]*)">')
 
 
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return make_settings(tmp_path, auth_cache_seconds=0)
-
-
-@pytest.fixture
-async def service(settings: Settings) -> AsyncIterator[ArtifactService]:
-    async with open_service(settings, server=False) as opened:
-        yield opened
+# The security suite's settings (a token issued beside the running app is seen at once) and service.
+settings = security.settings
+service = security.service
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ import httpx
 import pytest
 from PIL import Image
 
-from tests.browser.test_uppy_cors import CHROMIUM, NODE, NPM, needs
+from tests.fixtures.browser import CHROMIUM, NODE, playwright_ready
 from tests.fixtures.commands import run_cli
 from tests.fixtures.server import Server, isolated_env, serving
 from tests.views.media import marker, pattern_wav, text_pdf
@@ -47,12 +47,7 @@ SVG = (
 
 @pytest.fixture(scope="module")
 def driver_ready() -> Path:
-    if NODE is None or NPM is None:
-        needs("node and npm")
-    if not CHROMIUM.exists():
-        needs(f"{CHROMIUM} (apt-get install chromium)")
-    if not (JS_DIR / "node_modules" / "playwright-core").is_dir():
-        subprocess.run([NPM, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, check=True, capture_output=True)
+    playwright_ready(JS_DIR)
     return JS_DIR / "drive.mjs"
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.fixtures.server import stop_process
 from tests.fixtures.waiting import wait_until
 
 SHIPPED = Path(__file__).resolve().parents[2] / "deploy" / "nginx.conf"
@@ -110,8 +111,7 @@ def running(root: Path, site: str, port: int, *, within: float) -> Iterator[str]
         wait_until(answering, within=within, what="nginx")
         yield url
     finally:
-        process.terminate()
-        process.wait(30)
+        stop_process(process)
 
 
 PASSED_ON: tuple[str, ...] = (

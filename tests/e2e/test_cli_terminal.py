@@ -194,22 +194,28 @@ def test_upload_progress_bars_and_result_lines_do_not_collide_on_a_terminal(
     assert_clean_transfer(lines, ["big1.bin", "big2.bin"])
 
 
+def uploaded(terminal: Tmux, path: Path, size_mib: int) -> str:
+    """The id of a new artifact of ``size_mib`` distinct MiB written to ``path``, uploaded in the terminal."""
+    write_distinct_blocks(path, size_mib)
+    terminal.run("up", ["upload", str(path), "--json"])
+    assert terminal.wait_exit("up") == 0
+    found = re.search(r'"id": "(a_[^"]+)"', "".join(terminal.screen("up")))
+    assert found is not None
+    return found.group(1)
+
+
 def test_download_progress_bar_and_result_line_are_clean_on_a_terminal(
     terminal: Tmux, own_server: Server, tmp_path: Path
 ) -> None:
-    write_distinct_blocks(tmp_path / "src.bin", 20)
-    terminal.run("up", ["upload", str(tmp_path / "src.bin"), "--json"])
-    assert terminal.wait_exit("up") == 0
-    artifact_id = re.search(r'"id": "(a_[^"]+)"', "".join(terminal.screen("up")))
-    assert artifact_id is not None
+    artifact_id = uploaded(terminal, tmp_path / "src.bin", 20)
 
-    terminal.run("down", ["download", artifact_id.group(1), "-o", str(tmp_path / "back.bin")])
+    terminal.run("down", ["download", artifact_id, "-o", str(tmp_path / "back.bin")])
     status = terminal.wait_exit("down")
 
     lines = terminal.screen("down")
     assert status == 0, lines
     assert lines[-1] == f"{tmp_path / 'back.bin'}  20.0 MiB"
-    assert lines[-2].startswith(artifact_id.group(1)), lines
+    assert lines[-2].startswith(artifact_id), lines
     assert "20.0/20.0 MiB" in lines[-2], lines
 
 
@@ -236,12 +242,7 @@ def test_interrupted_upload_says_that_the_same_command_resumes_it(
 def test_interrupted_download_says_that_the_same_command_resumes_it(
     terminal: Tmux, own_server: Server, tmp_path: Path
 ) -> None:
-    write_distinct_blocks(tmp_path / "src.bin", 96)
-    terminal.run("up", ["upload", str(tmp_path / "src.bin"), "--json"])
-    assert terminal.wait_exit("up") == 0
-    found = re.search(r'"id": "(a_[^"]+)"', "".join(terminal.screen("up")))
-    assert found is not None
-    command = ["download", found.group(1), "-o", str(tmp_path / "back.bin")]
+    command = ["download", uploaded(terminal, tmp_path / "src.bin", 96), "-o", str(tmp_path / "back.bin")]
 
     terminal.run("first", command)
     # The partial file exists once the download has started: pause the server there, so the download is

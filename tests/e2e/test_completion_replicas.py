@@ -120,6 +120,17 @@ def _wait_for_completing(database: Database, upload_id: str) -> None:
     )
 
 
+def _begun_with_the_chunks_locked(
+    a: Server, database: Database, content: tuple[Path, str]
+) -> tuple[str, str]:
+    """An upload of ``content`` begun on ``a`` with all its chunks, and its SHA-256; the chunk table is locked
+    in the open transaction, so that a completion stalls until ``ROLLBACK``."""
+    path, sha256 = content
+    upload_id = begin_chunked(a.url, path, sha256)
+    database.execute("BEGIN; LOCK TABLE upload_chunks IN ACCESS EXCLUSIVE MODE")
+    return upload_id, sha256
+
+
 def _assert_completed_once(
     database: Database, upload_id: str, server: Server, artifact_id: str, sha256: str
 ) -> None:
@@ -133,9 +144,7 @@ def test_a_live_completer_keeps_its_lease_and_the_other_replica_waits_for_its_ar
     replicas: tuple[Server, Server, Database], content: tuple[Path, str]
 ) -> None:
     a, b, database = replicas
-    path, sha256 = content
-    upload_id = begin_chunked(a.url, path, sha256)
-    database.execute("BEGIN; LOCK TABLE upload_chunks IN ACCESS EXCLUSIVE MODE")
+    upload_id, sha256 = _begun_with_the_chunks_locked(a, database, content)
     locked = True
     try:
         with ThreadPoolExecutor(max_workers=2) as pool:
@@ -170,9 +179,7 @@ def test_a_killed_completer_is_taken_over_by_the_other_replica_once_its_lease_ra
     replicas: tuple[Server, Server, Database], content: tuple[Path, str]
 ) -> None:
     a, b, database = replicas
-    path, sha256 = content
-    upload_id = begin_chunked(a.url, path, sha256)
-    database.execute("BEGIN; LOCK TABLE upload_chunks IN ACCESS EXCLUSIVE MODE")
+    upload_id, sha256 = _begun_with_the_chunks_locked(a, database, content)
     try:
         with ThreadPoolExecutor(max_workers=1) as pool:
             on_a = pool.submit(_complete, a.url, upload_id)

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -73,6 +74,26 @@ def _together(count: int, work: Callable[[int], httpx.Response]) -> list[httpx.R
         return list(pool.map(run, range(count)))
 
 
+def _post_together(
+    bases: list[str], path: str, request: Callable[[int], dict[str, Any]]
+) -> list[httpx.Response]:
+    """``UPLOADS`` POSTs to ``path``, the ``i``-th with ``request(i)``'s arguments, spread over the servers
+    and released at once."""
+
+    def post(index: int) -> httpx.Response:
+        return httpx.post(f"{bases[index % len(bases)]}{path}", timeout=TIMEOUT, **request(index))
+
+    return _together(UPLOADS, post)
+
+
+def _accepted(answers: list[httpx.Response], refused: tuple[int, str]) -> list[httpx.Response]:
+    """The answers that created something (201); every other one must be the ``refused`` status and code."""
+    for answer in answers:
+        if answer.status_code != 201:
+            assert (answer.status_code, answer.json()["code"]) == refused, answer.text
+    return [answer for answer in answers if answer.status_code == 201]
+
+
 def _content(round_index: int, index: int) -> bytes:
     # Distinct content per upload: deduplication must not be what keeps the namespace small.
     return os.urandom(16) + bytes([round_index, index]) * ((SIZE - 16) // 2)
@@ -92,10 +113,7 @@ def _empty_namespace(base: str) -> None:
 
 
 def _check_quota_round(bases: list[str], answers: list[httpx.Response]) -> None:
-    accepted = [answer for answer in answers if answer.status_code == 201]
-    for answer in answers:
-        if answer.status_code != 201:
-            assert (answer.status_code, answer.json()["code"]) == (413, "quota_exceeded"), answer.text
+    accepted = _accepted(answers, (413, "quota_exceeded"))
     for base in bases:
         referenced = sum(int(str(item["size"])) for item in _referenced(base))
         assert referenced == len(accepted) * SIZE
@@ -108,16 +126,14 @@ def test_concurrent_single_request_uploads_never_exceed_the_namespace_quota(laun
     bases = launch({"BLOBSTORE_NAMESPACE_QUOTA_BYTES": str(QUOTA)})
     for round_index in range(ROUNDS):
 
-        def upload(index: int, round_index: int = round_index) -> httpx.Response:
-            return httpx.post(
-                f"{bases[index % len(bases)]}/v1/artifacts",
-                params={"name": f"r{round_index}-{index}.bin"},
-                content=_content(round_index, index),
-                headers={"Content-Type": "application/octet-stream"},
-                timeout=TIMEOUT,
-            )
+        def upload(index: int, round_index: int = round_index) -> dict[str, Any]:
+            return {
+                "params": {"name": f"r{round_index}-{index}.bin"},
+                "content": _content(round_index, index),
+                "headers": {"Content-Type": "application/octet-stream"},
+            }
 
-        _check_quota_round(bases, _together(UPLOADS, upload))
+        _check_quota_round(bases, _post_together(bases, "/v1/artifacts", upload))
         _empty_namespace(bases[0])
 
 
@@ -156,18 +172,10 @@ def test_concurrent_upload_creations_never_exceed_the_open_uploads_limit(launch:
     bases = launch({"BLOBSTORE_MAX_OPEN_UPLOADS": str(MAX_OPEN)})
     for round_index in range(ROUNDS):
 
-        def begin(index: int, round_index: int = round_index) -> httpx.Response:
-            return httpx.post(
-                f"{bases[index % len(bases)]}/v1/uploads",
-                json={"name": f"r{round_index}-{index}.bin", "size": SIZE},
-                timeout=TIMEOUT,
-            )
+        def begin(index: int, round_index: int = round_index) -> dict[str, Any]:
+            return {"json": {"name": f"r{round_index}-{index}.bin", "size": SIZE}}
 
-        answers = _together(UPLOADS, begin)
-        created = [answer for answer in answers if answer.status_code == 201]
-        for answer in answers:
-            if answer.status_code != 201:
-                assert (answer.status_code, answer.json()["code"]) == (429, "too_many_uploads"), answer.text
+        created = _accepted(_post_together(bases, "/v1/uploads", begin), (429, "too_many_uploads"))
         assert len(created) == MAX_OPEN, f"{len(created)} uploads open under a limit of {MAX_OPEN}"
         for answer in created:
             aborted = httpx.delete(f"{bases[0]}/v1/uploads/{answer.json()['upload_id']}", timeout=TIMEOUT)

@@ -1,4 +1,5 @@
-"""The examples of docs/mcp.md's "Files as tool arguments" are what the code has and does."""
+"""The examples of docs/mcp.md's "Files as tool arguments" and of docs/proxy.md's "Passing artifacts to
+tools" are what the code has and does."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from mcp_resources.uris import MAX_URI_LENGTH
 
 ROOT = Path(__file__).resolve().parents[2]
 MCP_DOC = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
-ARGUMENTS_DOC = (ROOT / "docs" / "tool-arguments.md").read_text(encoding="utf-8")
+ARGUMENTS_DOC = (ROOT / "docs" / "proxy.md").read_text(encoding="utf-8")
 
 
 def block(doc: str, language: str, containing: str) -> str:

@@ -6,19 +6,16 @@ import base64
 import hashlib
 import io
 import random
-from datetime import timedelta
 from typing import Any
 
 import pytest
 from PIL import Image
 
 from blobstore.errors import BlobstoreError, InvalidRange, LimitExceeded, NotFound
-from blobstore.ids import new_artifact_id
-from blobstore.models import Artifact, NewArtifact
 from blobstore.service import ArtifactService
 from mcp_resources.binary_schema import binary_sites
 from mcp_resources.handles import AUDIT_ACTION, ArgumentHandles
-from tests.handles.conftest import CALLER, STRANGER, audit_lines, put
+from tests.handles.conftest import CALLER, STRANGER, audit_lines, expired, put
 from tests.views.media import marker, text_pdf
 
 SCHEMA: dict[str, Any] = {
@@ -87,25 +84,6 @@ async def test_arguments_without_handles_are_returned_as_they_are(service: Artif
     assert await handles.resolve(CALLER, tool="t", arguments=arguments, sites=SITES) is arguments
     assert await handles.resolve(CALLER, tool="t", arguments=None, sites=SITES) is None
     assert audit_lines(service, AUDIT_ACTION) == []
-
-
-async def expired(service: ArtifactService, over: Artifact) -> Artifact:
-    """An artifact of the caller's that expired an hour ago, over the bytes of ``over``."""
-    now = service.clock()
-    record = await service.repo.get_blob(over.blob_id)
-    assert record is not None
-    gone = NewArtifact(
-        id=new_artifact_id(),
-        namespace=CALLER.namespace,
-        name="old.png",
-        mime_type="image/png",
-        created_at=now - timedelta(hours=2),
-        expires_at=now - timedelta(hours=1),
-        pinned=False,
-        metadata={},
-        media={},
-    )
-    return (await service.repo.commit_artifact(blob=record.info, artifact=gone)).artifact
 
 
 async def test_foreign_guessed_expired_and_missing_handles_are_the_same_not_found(

@@ -23,7 +23,7 @@ from blobstore.models import Artifact, Caller, NewArtifact
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from mcp_resources.server import create_server, fixed_caller
-from tests.fixtures.server import BLOBSTORE, start_server, stop_server
+from tests.fixtures.server import BLOBSTORE, serving
 
 NAMESPACE = "default"
 CALLER = Caller(namespace=NAMESPACE)
@@ -129,13 +129,9 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Dataset:
 @pytest.fixture(scope="session")
 def http_base(dataset: Dataset, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The real composition root (``blobstore serve``) under uvicorn in a subprocess, over the dataset."""
-    server = start_server(
-        tmp_path_factory.mktemp("mcp-http"), "--server", "uvicorn", data_dir=dataset.settings.data_dir
-    )
-    try:
+    root = tmp_path_factory.mktemp("mcp-http")
+    with serving(root, "--server", "uvicorn", data_dir=dataset.settings.data_dir) as server:
         yield server.url
-    finally:
-        stop_server(server)
 
 
 @contextlib.asynccontextmanager

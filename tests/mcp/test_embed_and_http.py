@@ -24,6 +24,7 @@ from mcp_resources.errors import unmapped_codes
 from mcp_resources.http import McpHttpExtension, max_request_body, needs_event_stream, transport_security
 from mcp_resources.server import create_server
 from mcp_resources.uris import window_uri
+from tests.fixtures.mcp_wire import initialize_request
 from tests.mcp.conftest import Dataset, put
 
 CALLER = Caller(namespace="embedded")
@@ -91,6 +92,20 @@ async def test_embedded_store_reads_only_its_callers_artifacts(service: Artifact
     )
 
 
+async def test_put_once_returns_the_live_twin_and_stores_what_differs(service: ArtifactService) -> None:
+    store = embed_store(host_server(), service, caller=CALLER)
+    first = await store.put_once(b"same bytes", name="a.txt", mime_type="text/plain", metadata={"k": "v"})
+    again = await store.put_once(b"same bytes", name="a.txt", mime_type="text/plain", metadata={"k": "v"})
+    renamed = await store.put_once(b"same bytes", name="b.txt", mime_type="text/plain", metadata={"k": "v"})
+    other = await store.put_once(b"same bytes", name="a.txt", metadata={"k": "w"}, caller=Caller("elsewhere"))
+    assert again.id == first.id
+    assert (first.mime_type, first.metadata) == ("text/plain", {"k": "v"})
+    assert renamed.id != first.id
+    assert (other.id != first.id, other.namespace) == (True, "elsewhere")
+    with pytest.raises(TypeError):
+        await store.put_once(b"new bytes", name="c.txt", colour="red")  # type: ignore[call-arg]
+
+
 def test_every_catalogue_code_has_a_jsonrpc_mapping() -> None:
     assert all_codes()
     assert unmapped_codes() == set()
@@ -112,18 +127,7 @@ def test_rebinding_protection_allows_configured_names_only() -> None:
 
 
 def _initialize(padding: int = 0) -> bytes:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-            "_meta": {"pad": "x" * padding},
-        },
-    }
-    return json.dumps(body).encode()
+    return json.dumps(initialize_request("t", _meta={"pad": "x" * padding})).encode()
 
 
 async def test_http_mount_refuses_foreign_hosts_and_oversized_bodies(http_base: str) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.commands import run_cli
+from tests.fixtures.mcp_wire import initialize_request
 from tests.fixtures.server import isolated_env
 
 pytestmark = pytest.mark.e2e
@@ -20,16 +21,7 @@ pytestmark = pytest.mark.e2e
 
 def test_requests_in_a_file_are_all_answered_and_the_server_stops_at_its_end(tmp_path: Path) -> None:
     requests = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "file", "version": "1"},
-            },
-        },
+        initialize_request("file"),
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "resources/templates/list"},
     ]

@@ -21,6 +21,7 @@ from mcp.types import BlobResourceContents
 
 from mcp_resources.uris import WINDOW_META_KEY, window_uri
 from mcp_resources.wire_blobs import MAX_REMEMBERED
+from tests.fixtures.mcp_wire import initialize_request
 from tests.fixtures.server import BLOBSTORE, isolated_env
 from tests.mcp.conftest import NAMESPACE, Dataset, connect
 
@@ -87,13 +88,8 @@ def test_answers_stay_whole_lines_when_the_host_reads_late(dataset: Dataset) -> 
     )
     assert process.stdin is not None
     assert process.stdout is not None
-    hello = {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "late", "version": "1"},
-    }
     messages: list[dict[str, Any]] = [
-        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello},
+        initialize_request("late", request_id=0),
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
     ]
     windows: dict[int, tuple[str, int, int]] = {}
@@ -167,8 +163,7 @@ def test_windows_reuse_the_servers_memory_rather_than_fault_in_fresh_pages(datas
             check_window(dataset, uri, offset, MiB, contents)
 
     try:
-        hello = {"name": "t", "version": "1"}
-        call(0, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": hello})
+        call(0, "initialize", initialize_request("t")["params"])
         stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
         read_windows(1, 5)
         before = _minor_faults(process.pid)

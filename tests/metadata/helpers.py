@@ -6,6 +6,10 @@ import hashlib
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import sqlalchemy as sa
+
+from blobstore.metadata import migrate
+from blobstore.metadata.engine import create_engine
 from blobstore.models import BlobInfo, NewArtifact, UploadSession, UploadState
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -67,3 +71,14 @@ def upload_session(
         expires_at=expires_at,
         artifact_id=None,
     )
+
+
+async def migrated_then(url: str, statement: str) -> None:
+    """Bring the database at ``url`` to the head revision, then run ``statement`` on it (committed)."""
+    await migrate.upgrade_async(url)
+    engine = create_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(sa.text(statement))
+    finally:
+        await engine.dispose()

@@ -18,6 +18,7 @@ from alembic.migration import MigrationContext
 from blobstore.metadata import migrate
 from blobstore.metadata.engine import create_engine
 from blobstore.metadata.tables import metadata
+from tests.metadata.helpers import migrated_then
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -83,13 +84,7 @@ async def test_migrated_schema_has_no_drift_from_the_tables(empty_database_url: 
 
 
 async def test_drift_check_notices_a_missing_index(empty_database_url: str) -> None:
-    await migrate.upgrade_async(empty_database_url)
-    engine = create_engine(empty_database_url)
-    try:
-        async with engine.begin() as conn:
-            await conn.execute(sa.text("DROP INDEX uq_blobs_sha256_live"))
-    finally:
-        await engine.dispose()
+    await migrated_then(empty_database_url, "DROP INDEX uq_blobs_sha256_live")
 
     drift = await schema_drift(empty_database_url)
 

@@ -11,10 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 from blobstore.metadata import migrate
-from blobstore.metadata.engine import create_engine
+from tests.metadata.helpers import migrated_then
 
 
 def test_the_head_constant_is_the_newest_revision_alembic_finds() -> None:
@@ -61,13 +60,7 @@ async def test_a_database_at_an_older_revision_is_brought_to_head(tmp_path: Path
 
 async def test_several_recorded_revisions_are_refused(tmp_path: Path) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'branched.db'}"
-    await migrate.upgrade_async(url)
-    engine = create_engine(url)
-    try:
-        async with engine.begin() as conn:
-            await conn.execute(sa.text("INSERT INTO alembic_version (version_num) VALUES ('0003')"))
-    finally:
-        await engine.dispose()
+    await migrated_then(url, "INSERT INTO alembic_version (version_num) VALUES ('0003')")
 
     with pytest.raises(RuntimeError, match="several revisions"):
         await migrate.current_revision_async(url)

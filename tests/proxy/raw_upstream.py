@@ -148,7 +148,14 @@ def big_result(ident: Any, args: dict[str, Any]) -> None:
         for piece in encoded(size, kind):
             write(piece)
         write(b'"}}' if kind == "blob" else b'"}')
-    write(b"]}")
+    write(b"]")
+    if args.get("mirror"):
+        # As the reference filesystem server does: the same block again in structuredContent.
+        write(b',"structuredContent":{"content":[{"type":', json.dumps(kind).encode(), b',"data":"')
+        for piece in encoded(size, kind):
+            write(piece)
+        write(b'","mimeType":', json.dumps(mime).encode(), b"}]}")
+    write(b"}")
     if args.get("id_last"):
         write(b',"jsonrpc":"2.0","id":', json.dumps(ident).encode())
     write(b"}\n")

@@ -27,8 +27,11 @@ async def call(
     return answer
 
 
-async def lines_until(peer: RawPeer, ident: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Every message the host receives up to the answer to ``ident``."""
+async def exchange(
+    peer: RawPeer, ident: Any, params: dict[str, Any]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Call a tool; every message the host receives before the answer, and the answer."""
+    await peer.send({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params})
     seen: list[dict[str, Any]] = []
     while True:
         line = await peer.next_line()
@@ -59,8 +62,7 @@ async def test_a_banner_before_the_first_message_is_dropped_and_the_handshake_wo
 async def test_invalid_json_lines_are_dropped_and_the_answer_after_them_arrives(data_dir: Path) -> None:
     async with raw_peer(proxy_command(data_dir, RAW_UPSTREAM)) as peer:
         await peer.handshake()
-        await peer.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "garbage"}})
-        seen, answer = await lines_until(peer, 1)
+        seen, answer = await exchange(peer, 1, {"name": "garbage"})
         assert text(answer) == "after garbage"
         assert seen == []  # neither the garbage nor the stray array reached the host
         assert await peer.close() == 0
@@ -69,11 +71,9 @@ async def test_invalid_json_lines_are_dropped_and_the_answer_after_them_arrives(
 async def test_answers_under_unknown_or_repeated_ids_never_reach_the_host(data_dir: Path) -> None:
     async with raw_peer(proxy_command(data_dir, RAW_UPSTREAM)) as peer:
         await peer.handshake()
-        await peer.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "strays"}})
-        seen, answer = await lines_until(peer, 1)
+        seen, answer = await exchange(peer, 1, {"name": "strays"})
         assert text(answer) == "first"
-        await peer.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo"}})
-        after, echo = await lines_until(peer, 2)
+        after, echo = await exchange(peer, 2, {"name": "echo"})
         assert echo["result"]["content"][0]["text"].startswith("0 ")
         assert seen == after == []  # the strays and the second answer were dropped
         assert await peer.close() == 0
@@ -89,7 +89,11 @@ async def test_a_line_that_never_ends_is_cut_at_the_cap_and_the_store_still_answ
         answer = await call(peer, 1, "endless", {"megabytes": 256})
         assert answer["error"]["code"] == -32603
         assert f"over the {cap}-byte cap" in answer["error"]["message"]
-        assert answer["error"]["data"] == {"reason": "over_cap"}
+        assert answer["error"]["data"] == {
+            "reason": "message_refused",
+            "cause": "over_cap",
+            "maxMessageBytes": cap,
+        }
         # The proxy's own tools do not wait on the upstream's line.
         listing = json.loads(await peer.request(2, "resources/list", {"cursor": "s:"}))
         assert listing["result"]["resources"] == []
@@ -104,8 +108,7 @@ async def test_a_burst_of_progress_notifications_all_reach_the_host_with_memory_
         await peer.handshake()
         before = vm_hwm(peer.process.pid)
         params = {"name": "progress_burst", "arguments": {"count": count}, "_meta": {"progressToken": "p"}}
-        await peer.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
-        seen, answer = await lines_until(peer, 1)
+        seen, answer = await exchange(peer, 1, params)
         assert text(answer) == f"{count} sent"
         progress = [m["params"]["progress"] for m in seen if m.get("method") == "notifications/progress"]
         assert progress == list(range(1, count + 1))

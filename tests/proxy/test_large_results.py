@@ -7,6 +7,7 @@ far smaller than the message that still lets its payload through shows the messa
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import sys
@@ -111,6 +112,11 @@ async def test_a_message_over_the_cap_gets_an_error_naming_it_and_nothing_is_sto
         error = answer["error"]
         assert error["code"] == -32603
         assert f"over the {small_cap}-byte cap (BLOBSTORE_PROXY_MAX_MESSAGE_BYTES)" in error["message"]
+        assert error["data"] == {
+            "reason": "message_refused",
+            "cause": "over_cap",
+            "maxMessageBytes": small_cap,
+        }
         echo = await call(peer, 2, "echo", {"text": "still here"})
         assert echo["result"]["content"][0]["text"].startswith("10 ")
         assert await peer.close() == 0
@@ -144,3 +150,35 @@ async def test_tool_arguments_over_the_cap_get_an_error_naming_it_and_later_call
         echo = await call(peer, 2, "echo", {"text": "next"})
         assert echo["result"]["content"][0]["text"].startswith("4 ")
         assert await peer.close() == 0
+
+
+async def test_a_large_payload_of_a_never_offloaded_tool_reaches_the_host_as_it_came(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "offload.toml"
+    config.write_text('never_offload = ["big"]\n')
+    size = 6 * MiB
+    async with raw_peer(proxy_command(data_dir, RAW_UPSTREAM, "--offload-config", str(config))) as peer:
+        await peer.handshake()
+        answer = await call(peer, 1, "big", {"size": size, "kind": "audio", "mime": "audio/wav"})
+        (block,) = answer["result"]["content"]
+        assert (block["type"], block["mimeType"]) == ("audio", "audio/wav")
+        assert hashlib.sha256(base64.b64decode(block["data"])).hexdigest() == payload_sha256(size)
+        assert await peer.close() == 0
+    assert await stored(data_dir) == []  # what was staged on the way is gone
+
+
+async def test_a_large_payload_mirrored_in_structured_content_is_replaced_there_too(data_dir: Path) -> None:
+    size = 6 * MiB
+    async with raw_peer(proxy_command(data_dir, RAW_UPSTREAM)) as peer:
+        await peer.handshake()
+        answer = await call(peer, 1, "big", {"size": size, "kind": "audio", "mirror": True})
+        link = link_of(answer)
+        (mirrored,) = answer["result"]["structuredContent"]["content"]
+        assert (
+            mirrored == link
+        )  # without an outputSchema, the object gives way to the link (proxy-offload-rules.md)
+        assert len(json.dumps(answer)) < 64 * 1024
+        assert await peer.close() == 0
+    (artifact,) = await stored(data_dir)
+    assert artifact.sha256 == payload_sha256(size)

@@ -76,6 +76,25 @@ async def test_claude_desktop_takes_more_than_claude_code(rig: Rig) -> None:
     assert measure(out)[1] <= 25_000
 
 
+async def test_a_text_claude_code_would_write_to_a_file_is_offloaded_and_claude_desktop_keeps_it(
+    rig: Rig,
+) -> None:
+    result = {"content": [{"type": "text", "text": "b" * 60_000}]}
+    assert (
+        await rig.offloader(profile="claude-desktop").tool_result(
+            tool="t", arguments={}, output_schema=None, result=result
+        )
+        is None
+    )
+    out = await rig.offloader(profile="claude-code").tool_result(
+        tool="t", arguments={}, output_schema=None, result=result
+    )
+    assert out is not None
+    (link,) = links(out)
+    assert await rig.bytes_of(link["uri"]) == b"b" * 60_000
+    assert all(len(block.get("text", "")) < 50_000 for block in out["content"])
+
+
 async def test_many_small_blocks_over_the_cap_end_as_one_stored_result(rig: Rig) -> None:
     # 3,000 short texts: offloading any one of them saves nothing, so the result is stored whole.
     result = {"content": [{"type": "text", "text": f"row {i}: " + "v" * 40} for i in range(3000)]}

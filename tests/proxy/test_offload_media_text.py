@@ -106,7 +106,7 @@ async def test_preview_is_cut_at_a_utf8_character_boundary(rig: Rig) -> None:
 
 
 async def test_text_under_the_threshold_is_left_as_sent(rig: Rig) -> None:
-    result = {"content": [{"type": "text", "text": "y" * 60_000}]}
+    result = {"content": [{"type": "text", "text": "y" * 40_000}]}
     assert (
         await rig.offloader().tool_result(tool="t", arguments={}, output_schema=None, result=result) is None
     )

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
 import pytest
 
+from blobstore.cli.proxy import proxy_command
 from blobstore.config import Settings
 from mcp_resources.proxy.rules import (
+    CLAUDE_CODE_TEXT_CHARS,
+    CLAUDE_IMAGE_BYTES,
     DEFAULT_TEXT_PREVIEW,
     DEFAULT_TEXT_THRESHOLD,
     HOST_PROFILES,
@@ -24,7 +28,14 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_profiles_carry_the_known_host_caps() -> None:
-    assert set(HOST_PROFILES) == {"claude-desktop", "claude-code", "generic"}
+    assert set(HOST_PROFILES) == {
+        "claude-desktop",
+        "claude-code",
+        "vscode-copilot",
+        "cursor",
+        "gemini-cli",
+        "generic",
+    }
     assert HOST_PROFILES["claude-desktop"].max_result_bytes == 1_048_576
     assert HOST_PROFILES["claude-code"].max_result_tokens == 25_000
     generic = HOST_PROFILES["generic"]
@@ -36,10 +47,33 @@ def test_profiles_carry_the_known_host_caps() -> None:
         assert profile.image_edge_limit(MANY_IMAGES + 1) == 2000
 
 
+def test_every_profile_can_be_chosen_on_the_command_line() -> None:
+    option = next(p for p in proxy_command.params if p.name == "host_profile")
+    assert isinstance(option.type, click.Choice)
+    assert set(option.type.choices) == set(HOST_PROFILES)
+
+
+def test_no_inline_payload_is_left_over_claudes_image_cap_however_high_the_setting() -> None:
+    settings = Settings(inline_limit=16 * 1024 * 1024)
+    for name in HOST_PROFILES:
+        rules = load_rules(settings, profile=name, config_path=None, read_tool_hint=True)
+        # The cap counts base64: the decoded bytes of a 5 MiB base64 image.
+        assert rules.inline_limit == CLAUDE_IMAGE_BYTES * 3 // 4
+    low = Settings(inline_limit=1000)
+    assert load_rules(low, profile="claude-code", config_path=None, read_tool_hint=True).inline_limit == 1000
+
+
+def test_texts_claude_code_would_write_to_a_file_are_offloaded_first() -> None:
+    code = load_rules(Settings(), profile="claude-code", config_path=None, read_tool_hint=True)
+    assert code.text_threshold == CLAUDE_CODE_TEXT_CHARS < DEFAULT_TEXT_THRESHOLD
+    desktop = load_rules(Settings(), profile="claude-desktop", config_path=None, read_tool_hint=True)
+    assert desktop.text_threshold == DEFAULT_TEXT_THRESHOLD
+
+
 def test_defaults_come_from_the_settings() -> None:
     settings = Settings(inline_limit=1000, image_long_edge=640)
-    rules = load_rules(settings, profile="claude-code", config_path=None, read_tool_hint=True)
-    assert rules.profile is HOST_PROFILES["claude-code"]
+    rules = load_rules(settings, profile="claude-desktop", config_path=None, read_tool_hint=True)
+    assert rules.profile is HOST_PROFILES["claude-desktop"]
     assert (rules.inline_limit, rules.image_long_edge) == (1000, 640)
     assert (rules.text_threshold, rules.text_preview) == (DEFAULT_TEXT_THRESHOLD, DEFAULT_TEXT_PREVIEW)
     assert rules.read_tool_hint is True

@@ -30,8 +30,10 @@ from tests.proxy.upstream_server import photo_png
 pytestmark = pytest.mark.usefixtures("npm_servers")
 
 
-async def ts_client(command: str, args: list[str], calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    spec = json.dumps({"command": command, "args": args, "calls": calls})
+async def ts_client(
+    command: str, args: list[str], calls: list[tuple[str, dict[str, Any]]], *, read_links: bool = True
+) -> dict[str, Any]:
+    spec = json.dumps({"command": command, "args": args, "calls": calls, "readLinks": read_links})
     process = await asyncio.create_subprocess_exec(
         "node", str(JS / "client.mjs"), spec, stdout=asyncio.subprocess.PIPE, cwd=JS
     )

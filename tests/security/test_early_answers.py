@@ -8,7 +8,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from blobstore.api.guard import BodyGuard
 from blobstore.errors import RequestTimeout
-from tests.security.test_timeouts import http_scope
+from tests.fixtures.asgi import http_scope
 
 TIMEOUT = 0.2
 

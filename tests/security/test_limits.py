@@ -15,6 +15,7 @@ from blobstore.api import create_app
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from mcp_resources.http import McpHttpExtension
+from tests.fixtures.problems import problem
 from tests.fixtures.settings import make_settings
 from tests.security.conftest import BASE, McpConnect, Tenant, issue, running
 
@@ -62,14 +63,6 @@ def app(limited: tuple[httpx.AsyncClient, ArtifactService, FastAPI]) -> FastAPI:
 @pytest.fixture
 async def me(service: ArtifactService) -> Tenant:
     return await issue(service, "me")
-
-
-def problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == "application/problem+json"
-    body: dict[str, Any] = response.json()
-    assert body["code"] == code
-    return body
 
 
 async def streamed(data: bytes, piece: int = 1000) -> AsyncIterator[bytes]:

@@ -43,7 +43,22 @@ async def _own_objects(http: httpx.AsyncClient, writer: Tenant) -> dict[str, str
         "/v1/uploads", json={"name": "u.bin", "size": 2048, "chunk_size": 1024}, headers=writer.headers
     )
     assert stored.status_code == begun.status_code == 201
-    return {"artifact": stored.json()["id"], "upload": begun.json()["upload_id"]}
+    artifact_id = stored.json()["id"]
+    return {
+        "artifact": artifact_id,
+        "uri": f"blobstore://artifacts/{artifact_id}",
+        "upload": begun.json()["upload_id"],
+    }
+
+
+async def _team_objects(
+    http: httpx.AsyncClient, service: ArtifactService, scopes: frozenset[Scope]
+) -> tuple[Tenant, Tenant, dict[str, str]]:
+    """A writer of "team" with its own artifact and open upload (their ids), and a caller of "team" who
+    holds only ``scopes``."""
+    writer = await issue(service, "team")
+    caller = await issue(service, "team", scopes)
+    return writer, caller, await _own_objects(http, writer)
 
 
 @pytest.mark.parametrize(("method", "path", "kwargs", "needed", "allowed_status"), ENDPOINTS)
@@ -58,9 +73,7 @@ async def test_each_endpoint_needs_its_scope(
     allowed_status: int,
     held: Scope,
 ) -> None:
-    writer = await issue(service, "team")
-    caller = await issue(service, "team", frozenset({held}))
-    ids = await _own_objects(http, writer)
+    _writer, caller, ids = await _team_objects(http, service, frozenset({held}))
     call = {**kwargs, "headers": {**kwargs.get("headers", {}), **caller.headers}}
     response = await http.request(method, path.format(**ids), **call)
     if held is needed:
@@ -106,10 +119,8 @@ async def test_health_probes_and_the_schema_need_no_token(
 async def test_mcp_read_scope_lists_and_reads_but_cannot_upload(
     http: httpx.AsyncClient, service: ArtifactService, mcp_as: McpConnect
 ) -> None:
-    writer = await issue(service, "team")
-    reader = await issue(service, "team", READ)
-    ids = await _own_objects(http, writer)
-    uri = f"blobstore://artifacts/{ids['artifact']}"
+    writer, reader, ids = await _team_objects(http, service, READ)
+    uri = ids["uri"]
     async with mcp_as(reader) as client:
         listed = await client.list_resources()
         templates = await client.list_resource_templates()
@@ -142,11 +153,9 @@ async def test_mcp_read_scope_lists_and_reads_but_cannot_upload(
 async def test_mcp_write_scope_uploads_but_cannot_list_or_read(
     http: httpx.AsyncClient, service: ArtifactService, mcp_as: McpConnect
 ) -> None:
-    writer = await issue(service, "team")
-    write_only = await issue(service, "team", WRITE)
-    ids = await _own_objects(http, writer)
-    uri = f"blobstore://artifacts/{ids['artifact']}"
+    _writer, write_only, ids = await _team_objects(http, service, WRITE)
     async with mcp_as(write_only) as client:
+        uri = ids["uri"]
         begun = await client.call_tool("upload_begin", {"name": "w.bin", "chunk_size": 1024})
         errors = []
         for call in (client.list_resources(), client.read_resource(uri), client.list_resource_templates()):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,31 +50,39 @@ class FaultyOs:
         return fail
 
 
+@dataclass(frozen=True)
+class Disk:
+    """The app over a local-disk store under ``root``, whose ``os`` calls a test can make fail."""
+
+    http: httpx.AsyncClient
+    service: ArtifactService
+    root: Path
+    monkeypatch: pytest.MonkeyPatch
+
+    def arm(self, call: str, code: int = errno.ENOSPC) -> FaultyOs:
+        """``call`` fails with ``code`` in every module of the local backend until the fault is disarmed."""
+        faulty = FaultyOs(call, code)
+        for backend in (local_backend, local_files_backend, inplace_backend, dir_sync_backend):
+            self.monkeypatch.setattr(backend, "os", faulty)
+        return faulty
+
+    async def visible(self) -> tuple[int, int, list[str]]:
+        """Blobs, artifacts and temporary files there are."""
+        objects = [item async for item in self.service.blobs.iter_objects()]
+        artifacts = await self.service.list_artifacts(Caller(namespace="default"))
+        temp = sorted(p.name for p in (self.root / "tmp").iterdir())
+        return len(objects), len(artifacts.items), temp
+
+
 @pytest.fixture
-async def disk(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, ArtifactService, Path]]:
+async def disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Disk]:
     root = tmp_path / "blobs"
     # Chunks of several write batches are allowed, so that a chunk's writes run in a task of their own too.
     settings = make_settings(tmp_path, storage_url=root.as_uri(), max_chunk_size=2 * LARGE)
     async with open_service(settings) as service:
         app = create_app(settings, service=service)
         async with app_client(app, BASE) as http:
-            yield http, service, root
-
-
-async def visible(service: ArtifactService, root: Path) -> tuple[int, int, list[str]]:
-    objects = [item async for item in service.blobs.iter_objects()]
-    artifacts = await service.list_artifacts(Caller(namespace="default"))
-    temp = sorted(p.name for p in (root / "tmp").iterdir())
-    return len(objects), len(artifacts.items), temp
-
-
-def arm(monkeypatch: pytest.MonkeyPatch, call: str, code: int = errno.ENOSPC) -> FaultyOs:
-    faulty = FaultyOs(call, code)
-    monkeypatch.setattr(local_backend, "os", faulty)
-    monkeypatch.setattr(local_files_backend, "os", faulty)
-    monkeypatch.setattr(inplace_backend, "os", faulty)
-    monkeypatch.setattr(dir_sync_backend, "os", faulty)
-    return faulty
+            yield Disk(http, service, root, monkeypatch)
 
 
 FAULTS = ["write", "fsync", "link"]
@@ -90,16 +99,16 @@ LARGE = 3 * 1024 * 1024
 
 @pytest.mark.parametrize("call", FAULTS)
 async def test_a_single_request_upload_on_a_full_disk_is_507_and_leaves_nothing(
-    disk: tuple[httpx.AsyncClient, ArtifactService, Path], monkeypatch: pytest.MonkeyPatch, call: str
+    disk: Disk, call: str
 ) -> None:
-    http, service, root = disk
-    faulty = arm(monkeypatch, call)
+    http = disk.http
+    faulty = disk.arm(call)
     data = payload("enospc-single")
     failed = await http.post("/v1/artifacts", params={"name": "full.bin"}, content=data)
     assert failed.status_code == 507, failed.text
     assert failed.json()["code"] == "storage_full"
     assert faulty.failures >= 1
-    assert await visible(service, root) == (0, 0, [])
+    assert await disk.visible() == (0, 0, [])
     faulty.armed = False
     stored = await http.post("/v1/artifacts", params={"name": "after.bin"}, content=data)
     assert stored.status_code == 201
@@ -127,18 +136,16 @@ async def assert_completes_with(http: httpx.AsyncClient, upload_id: str, data: b
 
 
 @pytest.mark.parametrize("call", CHUNK_FAULTS)
-async def test_a_chunk_on_a_full_disk_is_507_and_is_not_recorded(
-    disk: tuple[httpx.AsyncClient, ArtifactService, Path], monkeypatch: pytest.MonkeyPatch, call: str
-) -> None:
-    http, _service, root = disk
+async def test_a_chunk_on_a_full_disk_is_507_and_is_not_recorded(disk: Disk, call: str) -> None:
+    http = disk.http
     data = payload("enospc-chunk", 2048)[:2048]
     upload_id = await begin_two_chunk_upload(http)
-    faulty = arm(monkeypatch, call)
+    faulty = disk.arm(call)
     failed = await http.put(f"/v1/uploads/{upload_id}/chunks/0", content=data[:1024])
     assert (failed.status_code, failed.json()["code"]) == (507, "storage_full")
     status = await http.get(f"/v1/uploads/{upload_id}")
     assert status.json()["chunks_received"] == []
-    assert read_records(root / "staging" / upload_id) == {}
+    assert read_records(disk.root / "staging" / upload_id) == {}
     faulty.armed = False
     await put_both_chunks(http, upload_id, data)
     await assert_completes_with(http, upload_id, data)
@@ -146,30 +153,28 @@ async def test_a_chunk_on_a_full_disk_is_507_and_is_not_recorded(
 
 @pytest.mark.parametrize("call", COMPLETION_FAULTS)
 async def test_a_completion_on_a_full_disk_is_507_and_the_upload_can_complete_later(
-    disk: tuple[httpx.AsyncClient, ArtifactService, Path], monkeypatch: pytest.MonkeyPatch, call: str
+    disk: Disk, call: str
 ) -> None:
-    http, service, root = disk
+    http = disk.http
     data = payload("enospc-complete", 2048)[:2048]
     upload_id = await begin_two_chunk_upload(http)
     await put_both_chunks(http, upload_id, data)
-    faulty = arm(monkeypatch, call)
+    faulty = disk.arm(call)
     failed = await http.post(f"/v1/uploads/{upload_id}/complete", json={})
     assert (failed.status_code, failed.json()["code"]) == (507, "storage_full")
-    assert await visible(service, root) == (0, 0, [])
+    assert await disk.visible() == (0, 0, [])
     assert (await http.get(f"/v1/uploads/{upload_id}")).json()["state"] == "open"
     faulty.armed = False
     await assert_completes_with(http, upload_id, data)
 
 
 @pytest.mark.parametrize("call", FAULTS)
-async def test_other_io_errors_are_503_and_leave_nothing(
-    disk: tuple[httpx.AsyncClient, ArtifactService, Path], monkeypatch: pytest.MonkeyPatch, call: str
-) -> None:
-    http, service, root = disk
-    faulty = arm(monkeypatch, call, errno.EIO)
+async def test_other_io_errors_are_503_and_leave_nothing(disk: Disk, call: str) -> None:
+    http = disk.http
+    faulty = disk.arm(call, errno.EIO)
     failed = await http.post("/v1/artifacts", params={"name": "eio.bin"}, content=b"bytes")
     assert (failed.status_code, failed.json()["code"]) == (503, "storage_unavailable")
-    assert await visible(service, root) == (0, 0, [])
+    assert await disk.visible() == (0, 0, [])
     faulty.armed = False
     assert (await http.post("/v1/artifacts", params={"name": "ok.bin"}, content=b"bytes")).status_code == 201
 
@@ -180,34 +185,30 @@ async def pieces_of(data: bytes, size: int = 64 * 1024) -> AsyncIterator[bytes]:
 
 
 @pytest.mark.parametrize("call", FAULTS)
-async def test_a_large_upload_whose_background_write_hits_a_full_disk_is_507(
-    disk: tuple[httpx.AsyncClient, ArtifactService, Path], monkeypatch: pytest.MonkeyPatch, call: str
-) -> None:
-    http, service, root = disk
+async def test_a_large_upload_whose_background_write_hits_a_full_disk_is_507(disk: Disk, call: str) -> None:
+    http = disk.http
     data = payload("enospc-large", LARGE)
-    faulty = arm(monkeypatch, call)
+    faulty = disk.arm(call)
     failed = await http.post("/v1/artifacts", params={"name": "large.bin"}, content=pieces_of(data))
     assert (failed.status_code, failed.json()["code"]) == (507, "storage_full"), failed.text
     assert faulty.failures >= 1
-    assert await visible(service, root) == (0, 0, [])
+    assert await disk.visible() == (0, 0, [])
     faulty.armed = False
     stored = await http.post("/v1/artifacts", params={"name": "after.bin"}, content=pieces_of(data))
     assert stored.status_code == 201, stored.text
 
 
 @pytest.mark.parametrize("call", CHUNK_FAULTS)
-async def test_a_large_chunk_whose_background_write_hits_a_full_disk_is_507(
-    disk: tuple[httpx.AsyncClient, ArtifactService, Path], monkeypatch: pytest.MonkeyPatch, call: str
-) -> None:
-    http, _service, root = disk
+async def test_a_large_chunk_whose_background_write_hits_a_full_disk_is_507(disk: Disk, call: str) -> None:
+    http = disk.http
     data = payload("enospc-large-chunk", LARGE)
     begun = await http.post("/v1/uploads", json={"name": "l.bin", "size": len(data), "chunk_size": len(data)})
     assert begun.status_code == 201, begun.text
     upload_id = begun.json()["upload_id"]
-    faulty = arm(monkeypatch, call)
+    faulty = disk.arm(call)
     failed = await http.put(f"/v1/uploads/{upload_id}/chunks/0", content=pieces_of(data))
     assert (failed.status_code, failed.json()["code"]) == (507, "storage_full"), failed.text
-    assert read_records(root / "staging" / upload_id) == {}
+    assert read_records(disk.root / "staging" / upload_id) == {}
     faulty.armed = False
     put = await http.put(f"/v1/uploads/{upload_id}/chunks/0", content=pieces_of(data))
     assert put.status_code == 200, put.text
@@ -215,11 +216,9 @@ async def test_a_large_chunk_whose_background_write_hits_a_full_disk_is_507(
 
 
 @pytest.mark.parametrize("call", BEGIN_FAULTS)
-async def test_an_upload_begun_on_a_full_disk_is_507_and_the_next_one_begins(
-    disk: tuple[httpx.AsyncClient, ArtifactService, Path], monkeypatch: pytest.MonkeyPatch, call: str
-) -> None:
-    http, _service, _root = disk
-    faulty = arm(monkeypatch, call)
+async def test_an_upload_begun_on_a_full_disk_is_507_and_the_next_one_begins(disk: Disk, call: str) -> None:
+    http = disk.http
+    faulty = disk.arm(call)
     failed = await http.post("/v1/uploads", json={"name": "b.bin", "size": 2048, "chunk_size": 1024})
     assert (failed.status_code, failed.json()["code"]) == (507, "storage_full"), failed.text
     assert faulty.failures >= 1

@@ -23,6 +23,7 @@ from blobstore.models import Caller
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from mcp_resources.http import McpHttpExtension
+from tests.fixtures.asgi import http_scope
 from tests.fixtures.settings import make_settings
 from tests.security.conftest import running
 
@@ -37,25 +38,6 @@ async def stalling(tmp_path: Path) -> AsyncIterator[tuple[FastAPI, ArtifactServi
         app = create_app(settings, service=service, extensions=[McpHttpExtension(settings)])
         async with running(app):
             yield app, service, root
-
-
-def http_scope(
-    method: str, path: str, query: bytes = b"", headers: list[tuple[bytes, bytes]] | None = None
-) -> Scope:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": query,
-        "root_path": "",
-        "headers": [(b"host", b"127.0.0.1"), *(headers or [])],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 80),
-    }
 
 
 async def call_stalling(app: Any, scope: Scope, first: bytes) -> tuple[int, dict[str, Any]]:

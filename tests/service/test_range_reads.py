@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
@@ -114,20 +115,20 @@ class ThreadLog:
         self.cached: list[int] = []
         self.blocking: list[int] = []
         blobs = service.blobs
-        cached, blocking = blobs.read_cached, blobs.read_blocking  # type: ignore[attr-defined]
+        for name, log in (("read_cached", self.cached), ("read_blocking", self.blocking)):
+            monkeypatch.setattr(blobs, name, _logged(getattr(blobs, name), log))
 
-        def read_cached(blob: BlobInfo, offset: int, length: int) -> bytes:
-            self.cached.append(threading.get_ident())
-            data: bytes = cached(blob, offset, length)
-            return data
 
-        def read_blocking(blob: BlobInfo, offset: int, length: int) -> bytes:
-            self.blocking.append(threading.get_ident())
-            data: bytes = blocking(blob, offset, length)
-            return data
+def _logged(
+    read: Callable[[BlobInfo, int, int], bytes], log: list[int]
+) -> Callable[[BlobInfo, int, int], bytes]:
+    """``read``, noting in ``log`` the thread of each call."""
 
-        monkeypatch.setattr(blobs, "read_cached", read_cached)
-        monkeypatch.setattr(blobs, "read_blocking", read_blocking)
+    def logged(blob: BlobInfo, offset: int, length: int) -> bytes:
+        log.append(threading.get_ident())
+        return read(blob, offset, length)
+
+    return logged
 
 
 def refuse(*args: object, **kwargs: object) -> NoReturn:
@@ -135,19 +136,19 @@ def refuse(*args: object, **kwargs: object) -> NoReturn:
 
 
 async def stored_and_logged(
-    service: ArtifactService, caller: Caller, monkeypatch: pytest.MonkeyPatch, data: bytes
-) -> tuple[str, ThreadLog]:
-    """An artifact of ``data``, and the log of the threads its reads run on from now."""
+    service: ArtifactService, caller: Caller, monkeypatch: pytest.MonkeyPatch, size: int
+) -> tuple[bytes, str, ThreadLog]:
+    """``size`` random bytes, the artifact of them, and the log of the threads its reads run on from now."""
+    data = os.urandom(size)
     stored = await service.create_artifact(caller, chunks_of(data), name="logged.bin")
-    return stored.id, ThreadLog(service, monkeypatch)
+    return data, stored.id, ThreadLog(service, monkeypatch)
 
 
 @pytest.mark.parametrize("service", ["memory-sqlite", "local-sqlite"], indirect=True)
 async def test_a_span_in_memory_is_read_on_the_event_loop_without_a_worker_thread(
     service: ArtifactService, caller: Caller, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data = os.urandom(2 * BLOCK)
-    artifact_id, log = await stored_and_logged(service, caller, monkeypatch, data)
+    data, artifact_id, log = await stored_and_logged(service, caller, monkeypatch, 2 * BLOCK)
     found = await service.read_range(caller, artifact_id, lambda artifact: (None, (BLOCK - 5, BLOCK + 5)))
     assert found.data == data[BLOCK - 5 : BLOCK + 5]
     assert log.cached == [threading.get_ident()]
@@ -158,8 +159,7 @@ async def test_a_span_in_memory_is_read_on_the_event_loop_without_a_worker_threa
 async def test_a_span_that_would_wait_for_the_disk_is_read_again_on_a_worker_thread(
     service: ArtifactService, caller: Caller, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data = os.urandom(2 * BLOCK)
-    artifact_id, log = await stored_and_logged(service, caller, monkeypatch, data)
+    data, artifact_id, log = await stored_and_logged(service, caller, monkeypatch, 2 * BLOCK)
     monkeypatch.setattr(service.blobs, "read_cached", refuse)
     chosen: list[Artifact] = []
 
@@ -178,8 +178,7 @@ async def test_a_span_that_would_wait_for_the_disk_is_read_again_on_a_worker_thr
 async def test_a_lookup_that_would_wait_for_a_lock_is_done_again_on_a_worker_thread(
     service: ArtifactService, caller: Caller, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data = os.urandom(100)
-    artifact_id, log = await stored_and_logged(service, caller, monkeypatch, data)
+    data, artifact_id, log = await stored_and_logged(service, caller, monkeypatch, 100)
     monkeypatch.setattr(service.repo, "get_artifact_with_blob_nowait", refuse)
     found = await service.read_range(caller, artifact_id, lambda artifact: (None, (0, 100)))
     assert found.data == data

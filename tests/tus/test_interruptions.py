@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 
 import anyio
 import httpx
 import pytest
 from fastapi import FastAPI
-from starlette.types import Message
+from starlette.types import Message, Scope
 
 from blobstore.api import create_app
 from blobstore.api.deps import app_state
 from blobstore.config import Settings
 from blobstore.models import Caller
 from blobstore.runtime import open_service
+from tests.fixtures.asgi import http_scope
 from tests.tus.conftest import OFFSET_STREAM, TUS, KiB, MiB, create, head, patch
 
 DATA = os.urandom(4 * MiB + 17)
@@ -39,27 +39,14 @@ async def http(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-def patch_scope(path: str, offset: int, length: int) -> dict[str, Any]:
+def patch_scope(path: str, offset: int, length: int) -> Scope:
     headers = {
         **TUS,
         "Content-Type": OFFSET_STREAM,
         "Upload-Offset": str(offset),
         "Content-Length": str(length),
     }
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "PATCH",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"test")] + [(k.lower().encode(), v.encode()) for k, v in headers.items()],
-        "client": ("127.0.0.1", 50000),
-        "server": ("test", 80),
-    }
+    return http_scope("PATCH", path, headers=[(k.lower().encode(), v.encode()) for k, v in headers.items()])
 
 
 class RawRequest:

@@ -28,9 +28,10 @@ from blobstore.metadata.engine import (
     create_sqlite_write_engine,
     sqlite_file,
 )
+from blobstore.metadata.repository import rows
 from blobstore.metadata.repository.sqlite_reads import SqliteLookups
-from blobstore.metadata.tables import artifacts
-from blobstore.models import UploadState
+from blobstore.metadata.tables import artifacts, uploads
+from blobstore.models import UploadSession, UploadState
 
 T = TypeVar("T")
 
@@ -123,6 +124,18 @@ class RepositoryBase:
         async with self._reader.connect() as conn:
             rows: Sequence[sa.Row[Any]] = (await conn.execute(statement)).all()
             return rows
+
+    async def _lapsed_uploads(
+        self, in_states: sa.ColumnElement[bool], *, before: datetime, limit: int
+    ) -> list[UploadSession]:
+        """Up to ``limit`` uploads ``in_states`` whose lease ran out before ``before``, oldest first."""
+        selected = await self._all(
+            sa.select(uploads)
+            .where(in_states, uploads.c.expires_at <= before)
+            .order_by(uploads.c.expires_at, uploads.c.id)
+            .limit(limit)
+        )
+        return [rows.upload(row._mapping) for row in selected]
 
     def _first_sync(
         self, statement: sa.Select[Any], parameters: Mapping[str, Any] | None = None

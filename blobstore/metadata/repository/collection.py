@@ -143,13 +143,7 @@ class CollectionRepository(RepositoryBase):
 
     async def list_finished_uploads(self, *, before: datetime, limit: int) -> list[UploadSession]:
         """Completed, aborted or expired uploads whose lease ran out before ``before``: rows left to purge."""
-        selected = await self._all(
-            sa.select(uploads)
-            .where(uploads.c.state.not_in(OPEN_STATES), uploads.c.expires_at <= before)
-            .order_by(uploads.c.expires_at, uploads.c.id)
-            .limit(limit)
-        )
-        return [rows.upload(row._mapping) for row in selected]
+        return await self._lapsed_uploads(uploads.c.state.not_in(OPEN_STATES), before=before, limit=limit)
 
     async def known_staging_refs(self, refs: Sequence[str]) -> set[str]:
         """The subset of ``refs`` that some upload row names: the rest are staging leftovers."""

@@ -159,12 +159,14 @@ class UploadRepository(RepositoryBase):
             values.update(completion_owner=None, completion_lease_until=None)
         if artifact_id is not None:
             values["artifact_id"] = artifact_id
+        return await self._set_if(
+            uploads.c.id == upload_id, uploads.c.state.in_([state.value for state in from_states]), **values
+        )
+
+    async def _set_if(self, *conditions: sa.ColumnElement[bool], **values: Any) -> bool:
+        """Compare-and-set: write ``values`` to the upload row meeting ``conditions``; True when one did."""
         async with self._engine.begin() as conn:
-            result = await conn.execute(
-                sa.update(uploads)
-                .where(uploads.c.id == upload_id, uploads.c.state.in_([state.value for state in from_states]))
-                .values(**values)
-            )
+            result = await conn.execute(sa.update(uploads).where(*conditions).values(**values))
         return result.rowcount == 1
 
     async def begin_completion(
@@ -172,32 +174,23 @@ class UploadRepository(RepositoryBase):
     ) -> bool:
         """Move the upload from ``open`` to ``completing`` under a completion lease held by ``owner``; True
         only for the one caller whose compare-and-set matched."""
-        async with self._engine.begin() as conn:
-            result = await conn.execute(
-                sa.update(uploads)
-                .where(uploads.c.id == upload_id, uploads.c.state == UploadState.OPEN.value)
-                .values(
-                    state=UploadState.COMPLETING.value,
-                    completion_owner=owner,
-                    completion_lease_until=lease_until,
-                    updated_at=now,
-                )
-            )
-        return result.rowcount == 1
+        return await self._set_if(
+            uploads.c.id == upload_id,
+            uploads.c.state == UploadState.OPEN.value,
+            state=UploadState.COMPLETING.value,
+            completion_owner=owner,
+            completion_lease_until=lease_until,
+            updated_at=now,
+        )
 
     async def renew_completion(self, upload_id: str, *, owner: str, lease_until: datetime) -> bool:
         """Extend ``owner``'s completion lease; False when the upload is no longer completing under it."""
-        async with self._engine.begin() as conn:
-            result = await conn.execute(
-                sa.update(uploads)
-                .where(
-                    uploads.c.id == upload_id,
-                    uploads.c.state == UploadState.COMPLETING.value,
-                    uploads.c.completion_owner == owner,
-                )
-                .values(completion_lease_until=lease_until)
-            )
-        return result.rowcount == 1
+        return await self._set_if(
+            uploads.c.id == upload_id,
+            uploads.c.state == UploadState.COMPLETING.value,
+            uploads.c.completion_owner == owner,
+            completion_lease_until=lease_until,
+        )
 
     async def release_completion(
         self, upload_id: str, *, owner: str | None, now: datetime, expired_only: bool
@@ -218,18 +211,13 @@ class UploadRepository(RepositoryBase):
                     uploads.c.completion_lease_until <= now,
                 )
             )
-        async with self._engine.begin() as conn:
-            result = await conn.execute(
-                sa.update(uploads)
-                .where(*conditions)
-                .values(
-                    state=UploadState.OPEN.value,
-                    completion_owner=None,
-                    completion_lease_until=None,
-                    updated_at=now,
-                )
-            )
-        return result.rowcount == 1
+        return await self._set_if(
+            *conditions,
+            state=UploadState.OPEN.value,
+            completion_owner=None,
+            completion_lease_until=None,
+            updated_at=now,
+        )
 
     async def list_completing_uploads(self, *, after_id: str, limit: int) -> list[UploadSession]:
         """A keyset page (by id) of the uploads in ``completing``, whatever their lease."""
@@ -243,13 +231,7 @@ class UploadRepository(RepositoryBase):
 
     async def list_expired_uploads(self, *, now: datetime, limit: int) -> list[UploadSession]:
         """Open or completing uploads whose lease ran out, oldest first."""
-        selected = await self._all(
-            sa.select(uploads)
-            .where(uploads.c.state.in_(OPEN_STATES), uploads.c.expires_at <= now)
-            .order_by(uploads.c.expires_at, uploads.c.id)
-            .limit(limit)
-        )
-        return [rows.upload(row._mapping) for row in selected]
+        return await self._lapsed_uploads(uploads.c.state.in_(OPEN_STATES), before=now, limit=limit)
 
     async def delete_upload(self, upload_id: str) -> bool:
         """Delete the upload and (by cascade) its chunk rows."""

@@ -4,31 +4,15 @@
 //
 // Talks to the test in JSON lines: prints {"event": "stalled", ...} once the upload is held mid-file, waits
 // for the line "reload" on stdin, reloads the page, resumes, reads a range, prints {"event": "done", ...}.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { chromium } from "playwright-core";
+import { launchHeadless } from "../../fixtures/js/headless_chromium.mjs";
 
 const config = JSON.parse(process.argv[2]);
 const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 const emit = (event) => process.stdout.write(`${JSON.stringify(event)}\n`);
 
-const userDataDir = mkdtempSync(join(tmpdir(), "blobstore-chromium-"));
-const context = await chromium.launchPersistentContext(userDataDir, {
-  executablePath: config.chromium,
-  headless: true,
-  args: [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-  ],
-});
+const { context, close } = await launchHeadless(chromium, config.chromium, { profilePrefix: "blobstore-chromium-" });
 try {
   const page = context.pages()[0] ?? (await context.newPage());
   const consoleLines = [];
@@ -76,7 +60,6 @@ try {
   }
   emit({ event: "done", ...second, log: secondLog, range, console: consoleLines });
 } finally {
-  await context.close();
-  rmSync(userDataDir, { recursive: true, force: true });
+  await close();
   process.stdin.destroy();
 }

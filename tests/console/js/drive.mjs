@@ -4,30 +4,17 @@
 //
 // Runs the whole visit and prints one JSON line with what it saw; tests/console/test_browser.py asserts on it
 // and on the server's side. A step that fails prints {"failed": "<step>: <error>"} with what was seen so far.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, request } from "playwright-core";
+import { launchHeadless } from "../../fixtures/js/headless_chromium.mjs";
 
 const config = JSON.parse(process.argv[2]);
 const seen = { dialogs: [], console: [], requests: [], steps: [] };
-const userDataDir = mkdtempSync(join(tmpdir(), "blobstore-console-chromium-"));
-const context = await chromium.launchPersistentContext(userDataDir, {
-  executablePath: config.chromium,
-  headless: true,
+const { context, close } = await launchHeadless(chromium, config.chromium, {
+  profilePrefix: "blobstore-console-chromium-",
+  extraArgs: ["--autoplay-policy=no-user-gesture-required"],
   viewport: { width: 1280, height: 800 },
   acceptDownloads: true,
-  args: [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--autoplay-policy=no-user-gesture-required",
-  ],
 });
 await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: config.server });
 const page = context.pages()[0] ?? (await context.newPage());
@@ -284,6 +271,5 @@ try {
   await shot(`failed-${step}`).catch(() => {});
 } finally {
   process.stdout.write(`${JSON.stringify(seen)}\n`);
-  await context.close();
-  rmSync(userDataDir, { recursive: true, force: true });
+  await close();
 }
