@@ -132,7 +132,9 @@ class Publisher:
         return artifact
 
     async def stage(self, caller: Caller, data: AsyncIterable[bytes]) -> BlobInfo:
-        """Stream bytes into a new blob that no artifact points at yet, within the caller's size limit."""
+        """Stream bytes into a new blob that no artifact points at yet, within the caller's size limit:
+        :meth:`publish` it, or :meth:`discard_staged` it. Until then it is invisible (the orphan sweep
+        removes it should the process end first)."""
         max_size, quota_bound = await self.size_limit(caller.namespace)
         try:
             return await self.blobs.put(data, max_size=max_size)

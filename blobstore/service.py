@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -110,8 +110,12 @@ class ArtifactService:
         self.blobs = blobs
         self.repo = repo
         self.publisher = publisher
-        # The single-request upload is the publisher's, lent as it is: one signature, in publishing.py.
+        # The single-request upload and the staging of a blob to publish later (the proxy's streamed payloads)
+        # are the publisher's, lent as they are: one signature each, in publishing.py.
         self.create_artifact = publisher.create_artifact
+        self.stage = publisher.stage
+        self.discard_staged = publisher.discard_staged
+        self.publish = publisher.publish
         self.uploads = uploads
         self.audit = audit
         self.events = events
@@ -132,37 +136,6 @@ class ArtifactService:
 
     def expiry_for(self, ttl_seconds: int | None, now: datetime) -> datetime:
         return self.publisher.expiry_for(ttl_seconds, now)
-
-    async def stage(self, caller: Caller, data: AsyncIterable[bytes]) -> BlobInfo:
-        """Stream bytes into a new blob that no artifact points at yet, within the caller's size limit:
-        :meth:`publish` it, or :meth:`discard_staged` it. Until then it is invisible (the orphan sweep
-        removes it should the process end first)."""
-        return await self.publisher.stage(caller, data)
-
-    async def discard_staged(self, blob: BlobInfo) -> None:
-        await self.publisher.discard_staged(blob)
-
-    async def publish(
-        self,
-        caller: Caller,
-        blob: BlobInfo,
-        *,
-        name: str,
-        declared_mime: str | None,
-        expires_at: datetime | None,
-        metadata: dict[str, Any],
-        head: bytes | None = None,
-    ) -> Artifact:
-        """A staged blob as a new artifact (see :meth:`Publisher.publish`)."""
-        return await self.publisher.publish(
-            caller,
-            blob,
-            name=name,
-            declared_mime=declared_mime,
-            expires_at=expires_at,
-            metadata=metadata,
-            head=head,
-        )
 
     async def live_twin(
         self,
