@@ -57,7 +57,7 @@ async def run_proxy(
     from mcp_resources.proxy.http_upstream import HttpUpstream
     from mcp_resources.proxy.local import LocalStore
     from mcp_resources.proxy.long_values import MessageSinks
-    from mcp_resources.proxy.message_reader import READ_SIZE, MessageReader
+    from mcp_resources.proxy.message_reader import READ_SIZE, ByteSource, MessageReader
     from mcp_resources.proxy.offload import Offloader
     from mcp_resources.proxy.relay import Relay
     from mcp_resources.proxy.rules import load_rules
@@ -86,7 +86,7 @@ async def run_proxy(
                 audit=service.audit,
             )
 
-        def reading(stream: asyncio.StreamReader) -> MessageReader:
+        def reading(stream: ByteSource) -> MessageReader:
             return MessageReader(
                 stream,
                 max_message=settings.proxy_max_message_bytes,
@@ -95,7 +95,9 @@ async def run_proxy(
             )
 
         upstream: Upstream = (
-            HttpUpstream(url, headers) if url is not None else StdioUpstream(command, reading=reading)
+            HttpUpstream(url, headers, reading=reading)
+            if url is not None
+            else StdioUpstream(command, reading=reading)
         )
         await upstream.start()
         stdio = HostStdio(limit=READ_SIZE)

@@ -1,16 +1,20 @@
 """A streamable-HTTP upstream for the proxy: every message is a POST, answered as JSON or an SSE stream.
 
-The session id is kept; a 2026-07-28 request gets its ``MCP-Protocol-Version``, ``Mcp-Method`` and
-``Mcp-Name`` headers. The standalone GET stream is not opened.
+Answers are read as a stdio upstream's lines are (:class:`~mcp_resources.proxy.message_reader.MessageReader`
+over the body made into lines by :mod:`~mcp_resources.proxy.sse_lines`): a large result streams into the
+store as it arrives, and a large request goes out as a chunked body from where it is held. The session id is
+kept; a 2026-07-28 request gets its ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name`` headers. The
+standalone GET stream is not opened.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final
 
 import httpx
@@ -23,36 +27,131 @@ from mcp.shared.inbound import (
 )
 from mcp.types import PROTOCOL_VERSION_META_KEY
 
-from mcp_resources.proxy.message_reader import Whole
+from mcp_resources.proxy.mailbox import Mailbox
+from mcp_resources.proxy.message_reader import ByteSource, Incoming, MessageReader, Refused, Whole
+from mcp_resources.proxy.sse_lines import JsonLines, SseLines
 
 logger = logging.getLogger("mcp_resources.proxy")
 
 MCP_SESSION_ID: Final = "mcp-session-id"
+ERROR_BODY_MAX: Final = 64 * 1024
+"""Of an HTTP error's body, what is read for a JSON-RPC error in it; the rest is not."""
+WAITING_MESSAGES: Final = 16
+"""Messages read ahead of the relay, across all open answers."""
+
+
+class AnswerBytes:
+    """An HTTP answer's body as lines, read as a pipe is (:class:`ByteSource`). A body the connection cut
+    ends without its last line end, so the message it was in is reported cut off."""
+
+    def __init__(self, chunks: AsyncIterator[bytes], lines: SseLines | JsonLines, who: str) -> None:
+        self._chunks = chunks
+        self._lines = lines
+        self._who = who
+        self._pending = b""
+        self._done = False
+        self.broken = False
+        """The connection failed before the body ended."""
+
+    async def read(self, n: int = -1, /) -> bytes:
+        while not self._pending and not self._done:
+            try:
+                chunk = await anext(self._chunks)
+            except StopAsyncIteration:
+                self._done = True
+                self._pending = self._lines.end()
+            except httpx.HTTPError as exc:
+                logger.error("upstream %s: an answer was cut off: %s", self._who, type(exc).__name__)
+                self._done = True
+                self.broken = True
+            else:
+                self._pending = self._lines.feed(chunk)
+        if 0 <= n < len(self._pending):
+            out, self._pending = self._pending[:n], self._pending[n:]
+            return out
+        out, self._pending = self._pending, b""
+        return out
+
+
+async def _sent_when_done(parts: AsyncIterator[bytes], sent: asyncio.Event) -> AsyncIterator[bytes]:
+    try:
+        async for part in parts:
+            yield part
+    finally:
+        sent.set()
+
+
+def _answers(lines: SseLines | JsonLines, message: Mapping[str, Any]) -> bool:
+    """Whether the body is the one answer to ``message``, a request."""
+    return isinstance(lines, JsonLines) and "id" in message and "method" in message
+
+
+def _as_answer(item: Incoming, ident: Any) -> Incoming:
+    """``item``, the body of the answer to request ``ident``, refused under that id if it is not JSON."""
+    if isinstance(item, Refused) and item.ident is None:
+        return dataclasses.replace(item, ident=ident)
+    if isinstance(item, Whole):
+        try:
+            json.loads(item.raw)
+        except ValueError as exc:
+            return Refused("invalid_json", f"the upstream sent invalid JSON: {exc}", len(item.raw), ident)
+    return item
 
 
 class HttpUpstream:
     """A streamable-HTTP upstream: every message is a POST; answers come back as JSON or an SSE stream."""
 
-    def __init__(self, url: str, headers: Mapping[str, str] | None = None, *, timeout: float = 300.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        reading: Callable[[ByteSource], MessageReader],
+        timeout: float = 300.0,
+    ) -> None:
         self.url = url
         self.description = httpx.URL(url).host or url
         self._headers = dict(headers or {})
+        self._reading = reading
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=30.0))
-        self._inbox: asyncio.Queue[Whole | None] = asyncio.Queue()
+        self._inbox = Mailbox(WAITING_MESSAGES)
         self._session_id: str | None = None
         self._version: str | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
-        self._failed = False
 
     async def start(self) -> None:
         return None
 
-    async def receive(self) -> Whole | None:
+    async def receive(self) -> Incoming | None:
         return await self._inbox.get()
 
-    async def send_parts(self, parts: AsyncIterator[bytes]) -> None:
-        await self.send(b"".join([part async for part in parts]))
+    async def send(self, message: bytes) -> None:
+        await self._post(message, json.loads(message))
+
+    async def send_parts(self, parts: AsyncIterator[bytes], message: Mapping[str, Any]) -> None:
+        """POST ``parts`` as a chunked body; return once it is sent (its parts may be held in files the
+        caller frees then). The answer is read in the background, as every answer is."""
+        sent = asyncio.Event()
+        await self._post(_sent_when_done(parts, sent), message, sent)
+
+    async def _post(
+        self,
+        body: bytes | AsyncIterator[bytes],
+        message: Mapping[str, Any],
+        sent: asyncio.Event | None = None,
+    ) -> None:
+        if self._closed:
+            raise ConnectionResetError("upstream is closed")
+        task = asyncio.create_task(self._exchange(body, message))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        if sent is not None:
+            waiting = asyncio.create_task(sent.wait())
+            try:
+                await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiting.cancel()
 
     def _headers_for(self, message: Mapping[str, Any]) -> dict[str, str]:
         headers = {
@@ -77,15 +176,7 @@ class HttpUpstream:
             headers[MCP_PROTOCOL_VERSION_HEADER] = self._version
         return headers
 
-    async def send(self, message: bytes) -> None:
-        if self._closed:
-            raise ConnectionResetError("upstream is closed")
-        parsed = json.loads(message)
-        task = asyncio.create_task(self._post(message, parsed))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _post(self, body: bytes, message: Mapping[str, Any]) -> None:
+    async def _exchange(self, body: bytes | AsyncIterator[bytes], message: Mapping[str, Any]) -> None:
         try:
             async with self._client.stream(
                 "POST", self.url, content=body, headers=self._headers_for(message)
@@ -98,24 +189,39 @@ class HttpUpstream:
                     await self._http_error(response, message)
                     return
                 kind = response.headers.get("content-type", "").split(";")[0].strip()
-                if kind == "text/event-stream":
-                    await self._read_sse(response)
-                else:
-                    answer = (await response.aread()).strip()
-                    if answer:
-                        self._learn_version(answer)
-                        await self._inbox.put(Whole(answer))
+                await self._read_answer(
+                    response, SseLines() if kind == "text/event-stream" else JsonLines(), message
+                )
         except httpx.HTTPError as exc:
             logger.error("upstream %s: HTTP request failed: %s", self.description, type(exc).__name__)
             await self._fail()
 
+    async def _read_answer(
+        self, response: httpx.Response, lines: SseLines | JsonLines, message: Mapping[str, Any]
+    ) -> None:
+        source = AnswerBytes(response.aiter_bytes(), lines, self.description)
+        reader = self._reading(source)
+        while (item := await reader.next()) is not None:
+            if _answers(lines, message):
+                # A JSON body answers the request it came for, even when it cannot be read.
+                item = _as_answer(item, message["id"])
+            if isinstance(item, Whole):
+                self._learn_version(item.raw)
+            await self._inbox.put(item)
+        if source.broken:
+            await self._fail()
+
     async def _http_error(self, response: httpx.Response, message: Mapping[str, Any]) -> None:
-        body = (await response.aread()).strip()
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) >= ERROR_BODY_MAX:
+                break
         if "id" in message and "method" in message:
             try:
                 parsed = json.loads(body)
                 if isinstance(parsed, dict) and "error" in parsed and "id" in parsed:
-                    await self._inbox.put(Whole(body))
+                    await self._inbox.put(Whole(bytes(body).strip()))
                     return
             except ValueError:
                 pass
@@ -138,26 +244,8 @@ class HttpUpstream:
             if isinstance(version, str):
                 self._version = version
 
-    async def _read_sse(self, response: httpx.Response) -> None:
-        data: list[str] = []
-        async for line in response.aiter_lines():
-            if line == "":
-                if data:
-                    payload = "\n".join(data).strip().encode()
-                    data = []
-                    if payload:
-                        self._learn_version(payload)
-                        await self._inbox.put(Whole(payload))
-                continue
-            if line.startswith("data:"):
-                data.append(line[5:].removeprefix(" "))
-        if data:
-            await self._inbox.put(Whole("\n".join(data).strip().encode()))
-
     async def _fail(self) -> None:
-        if not self._failed:
-            self._failed = True
-            await self._inbox.put(None)
+        await self._inbox.end()
 
     async def close(self) -> None:
         self._closed = True

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 from mcp_resources.proxy.json_stream import JsonError, JsonReader
 from mcp_resources.proxy.long_values import MessageSinks
@@ -55,10 +55,17 @@ class Refused:
 Incoming = Whole | Streamed | Refused
 
 
+class ByteSource(Protocol):
+    """Where the reader's bytes come from: a child's stdout, or an HTTP answer made into lines."""
+
+    async def read(self, n: int = -1, /) -> bytes:
+        """At most ``n`` bytes; empty only at the end."""
+
+
 class MessageReader:
     def __init__(
         self,
-        stream: asyncio.StreamReader,
+        stream: ByteSource,
         *,
         max_message: int,
         sinks: Callable[[], MessageSinks],

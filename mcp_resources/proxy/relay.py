@@ -148,7 +148,8 @@ class Relay:
             if len(parts) == 1 and isinstance(parts[0], bytes):
                 await self.upstream.send(parts[0])
             else:
-                await self.upstream.send_parts(json_stream(parts))
+                assert not isinstance(message, bytes)
+                await self.upstream.send_parts(json_stream(parts), message)
         except (ConnectionError, BrokenPipeError) as exc:
             raise UpstreamGone() from exc
 

@@ -12,10 +12,17 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from mcp_resources.proxy.long_values import MessageSinks
-from mcp_resources.proxy.message_reader import READ_SIZE, WHOLE_LINE, Incoming, MessageReader, Whole
+from mcp_resources.proxy.message_reader import (
+    READ_SIZE,
+    WHOLE_LINE,
+    ByteSource,
+    Incoming,
+    MessageReader,
+    Whole,
+)
 from mcp_resources.stdio import LINE_LIMIT, HostStdio
 
 __all__ = ["LINE_LIMIT", "Channel", "HostStdio", "StdioUpstream", "Upstream"]
@@ -41,8 +48,9 @@ class Upstream(Protocol):
 
     async def send(self, message: bytes) -> None: ...
 
-    async def send_parts(self, parts: AsyncIterator[bytes]) -> None:
-        """Send one message given in pieces (no line end)."""
+    async def send_parts(self, parts: AsyncIterator[bytes], message: Mapping[str, Any]) -> None:
+        """Send one message given in pieces (no line end); ``message`` is what they encode, its large
+        strings held elsewhere."""
 
     async def start(self) -> None: ...
 
@@ -63,7 +71,7 @@ class StdioUpstream:
         command: Sequence[str],
         *,
         env: Mapping[str, str] | None = None,
-        reading: Callable[[asyncio.StreamReader], MessageReader],
+        reading: Callable[[ByteSource], MessageReader],
     ) -> None:
         self.command = list(command)
         self.env = dict(env) if env is not None else None
@@ -104,7 +112,7 @@ class StdioUpstream:
             stdin.write(message + b"\n")
             await stdin.drain()
 
-    async def send_parts(self, parts: AsyncIterator[bytes]) -> None:
+    async def send_parts(self, parts: AsyncIterator[bytes], message: Mapping[str, Any]) -> None:
         async with self._sending:
             async for part in parts:
                 stdin = self._stdin()

@@ -9,18 +9,25 @@ recompute their SHA-256 without holding them.
 ``python raw_upstream.py [--banner]``; tool ``big`` (arguments ``size``, ``kind`` = image | audio | blob |
 text, ``mime``, ``id_last``, ``copies``), ``resources/read`` of ``raw://big/<size>``, and the hostile tools
 listed in :data:`TOOLS`.
+
+``python raw_upstream.py --http PORT --sse|--json`` serves the same over streamable HTTP (``0``: any free
+port, printed as ``listening on PORT``): each request's answer a chunked body, as server-sent events (each
+message one ``message`` event) or as the JSON written (everything the call writes, garbage included).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 import os
 import random
 import sys
+import threading
 from collections.abc import Iterator
-from typing import Any, Final
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Final, Protocol
 
 BLOCK: Final = 3 * 1024 * 1024
 """Payload bytes are made and written in blocks of this size (a multiple of 3, so base64 joins cleanly)."""
@@ -83,10 +90,23 @@ def text_sha256(size: int) -> str:
     return digest.hexdigest()
 
 
-out = sys.stdout.buffer
+class Output(Protocol):
+    def write(self, data: bytes, /) -> object: ...
+
+    def flush(self) -> None: ...
+
+
+_local = threading.local()
+"""Where this thread's call writes: stdout, or the body of the HTTP answer it is serving."""
+
+
+def output() -> Output:
+    out: Output | None = getattr(_local, "out", None)
+    return sys.stdout.buffer if out is None else out
 
 
 def write(*parts: bytes) -> None:
+    out = output()
     for part in parts:
         out.write(part)
     out.flush()
@@ -192,7 +212,10 @@ def call(ident: Any, params: dict[str, Any]) -> None:
             }
         )
     elif name == "never":
-        pending_forever.add(json.dumps(ident))
+        cancelled = threading.Event()
+        pending_forever[json.dumps(ident)] = cancelled
+        if serving_http:
+            cancelled.wait()  # the answer's stream stays open, silent, until the call is cancelled
     elif name == "progress_burst":
         token = (params.get("_meta") or {}).get("progressToken")
         count = int(args.get("count", 100_000))
@@ -202,8 +225,8 @@ def call(ident: Any, params: dict[str, Any]) -> None:
                 "method": "notifications/progress",
                 "params": {"progressToken": token, "progress": step, "total": count},
             }
-            out.write(json.dumps(note).encode() + b"\n")
-        out.flush()
+            output().write(json.dumps(note).encode() + b"\n")
+        output().flush()
         send(
             {
                 "jsonrpc": "2.0",
@@ -234,6 +257,8 @@ def call(ident: Any, params: dict[str, Any]) -> None:
         for _ in range(int(args.get("megabytes", 64))):
             write(chunk)
         # Then nothing more on this line, ever: the test ends the process.
+        if serving_http:
+            threading.Event().wait()
         sys.stdin.read()
     elif name == "cut":
         write(
@@ -249,41 +274,150 @@ def call(ident: Any, params: dict[str, Any]) -> None:
         send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32602, "message": f"unknown tool {name}"}})
 
 
-pending_forever: set[str] = set()
+pending_forever: dict[str, threading.Event] = {}
+serving_http = False
+
+
+def dispatch(message: dict[str, Any]) -> None:
+    method = message.get("method")
+    ident = message.get("id")
+    params = message.get("params") or {}
+    if method == "initialize":
+        result = {
+            "protocolVersion": params.get("protocolVersion", "2025-11-25"),
+            "capabilities": {"tools": {}, "resources": {}},
+            "serverInfo": {"name": "raw-upstream", "version": "1.0"},
+        }
+        send({"jsonrpc": "2.0", "id": ident, "result": result})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": ident, "result": {"tools": TOOLS}})
+    elif method == "tools/call":
+        call(ident, params)
+    elif method == "resources/read":
+        big_resource(ident, str(params.get("uri")))
+    elif method == "notifications/cancelled":
+        key = json.dumps(params.get("requestId"))
+        if key in pending_forever:
+            pending_forever.pop(key).set()
+            # Recorded on stderr, where the test can see the cancellation arrived.
+            sys.stderr.write(f"cancelled {params.get('requestId')}\n")
+            sys.stderr.flush()
+    elif ident is not None and method is not None:
+        send({"jsonrpc": "2.0", "id": ident, "result": {}})
 
 
 def main() -> None:
+    if "--http" in sys.argv:
+        serve_http(int(sys.argv[sys.argv.index("--http") + 1]), events="--json" not in sys.argv)
+        return
     if "--banner" in sys.argv:
         write(b"raw-upstream 1.0 starting\n", b"listening on stdio...\n")
     for line in sys.stdin.buffer:
-        if not line.strip():
-            continue
-        message = json.loads(line)
-        method = message.get("method")
-        ident = message.get("id")
-        params = message.get("params") or {}
-        if method == "initialize":
-            result = {
-                "protocolVersion": params.get("protocolVersion", "2025-11-25"),
-                "capabilities": {"tools": {}, "resources": {}},
-                "serverInfo": {"name": "raw-upstream", "version": "1.0"},
-            }
-            send({"jsonrpc": "2.0", "id": ident, "result": result})
-        elif method == "tools/list":
-            send({"jsonrpc": "2.0", "id": ident, "result": {"tools": TOOLS}})
-        elif method == "tools/call":
-            call(ident, params)
-        elif method == "resources/read":
-            big_resource(ident, str(params.get("uri")))
-        elif method == "notifications/cancelled":
-            key = json.dumps(params.get("requestId"))
-            if key in pending_forever:
-                pending_forever.discard(key)
-                # Recorded on stderr, where the test can see the cancellation arrived.
-                sys.stderr.write(f"cancelled {params.get('requestId')}\n")
-                sys.stderr.flush()
-        elif ident is not None and method is not None:
-            send({"jsonrpc": "2.0", "id": ident, "result": {}})
+        if line.strip():
+            dispatch(json.loads(line))
+
+
+class Chunked:
+    """An HTTP/1.1 chunked body: every write one chunk, as it is written."""
+
+    def __init__(self, wfile: io.BufferedIOBase) -> None:
+        self._wfile = wfile
+
+    def write(self, data: bytes, /) -> object:
+        if data:
+            self._wfile.write(b"%x\r\n" % len(data) + data + b"\r\n")
+        return None
+
+    def flush(self) -> None:
+        self._wfile.flush()
+
+    def finish(self) -> None:
+        self._wfile.write(b"0\r\n\r\n")
+        self._wfile.flush()
+
+
+class Events:
+    """Each ``\\n``-ended message written becomes one ``message`` event, its data passed on as it comes."""
+
+    def __init__(self, body: Chunked) -> None:
+        self._body = body
+        self._fresh = True
+
+    def write(self, data: bytes, /) -> object:
+        *ended, rest = data.split(b"\n")
+        for line in ended:
+            self._part(line)
+            self._body.write(b"\n\n")
+            self._fresh = True
+        if rest:
+            self._part(rest)
+        return None
+
+    def _part(self, data: bytes) -> None:
+        if self._fresh:
+            self._body.write(b"event: message\ndata: ")
+            self._fresh = False
+        self._body.write(data)
+
+    def flush(self) -> None:
+        self._body.flush()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    events = True
+
+    def _body(self) -> bytes:
+        if self.headers.get("transfer-encoding", "").lower() == "chunked":
+            parts = []
+            while size := int(self.rfile.readline().split(b";")[0], 16):
+                parts.append(self.rfile.read(size))
+                self.rfile.readline()
+            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                pass  # trailers
+            return b"".join(parts)
+        return self.rfile.read(int(self.headers.get("content-length", 0)))
+
+    def do_POST(self) -> None:
+        message = json.loads(self._body())
+        if "method" not in message or "id" not in message:
+            dispatch(message)
+            self.send_response(202)
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream" if self.events else "application/json")
+        self.send_header("transfer-encoding", "chunked")
+        if message.get("method") == "initialize":
+            self.send_header("mcp-session-id", "raw-session-1")
+        self.end_headers()
+        body = Chunked(self.wfile)
+        _local.out = Events(body) if self.events else body
+        try:
+            dispatch(message)
+        finally:
+            _local.out = None
+        body.finish()
+
+    def do_DELETE(self) -> None:
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+
+def serve_http(port: int, *, events: bool) -> None:
+    global serving_http
+    serving_http = True
+    Handler.events = events
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    sys.stdout.write(f"listening on {server.server_address[1]}\n")
+    sys.stdout.flush()
+    server.serve_forever()
 
 
 if __name__ == "__main__":
