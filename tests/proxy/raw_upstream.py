@@ -365,6 +365,8 @@ class Events:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Each write goes out at once: Nagle's algorithm would hold a chunk until the last one is acknowledged.
+    disable_nagle_algorithm = True
     events = True
 
     def _body(self) -> bytes:
