@@ -3,8 +3,9 @@
 Answers are read as a stdio upstream's lines are (:class:`~mcp_resources.proxy.message_reader.MessageReader`
 over the body made into lines by :mod:`~mcp_resources.proxy.sse_lines`): a large result streams into the
 store as it arrives, and a large request goes out as a chunked body from where it is held. The session id is
-kept; a 2026-07-28 request gets its ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name`` headers. The
-standalone GET stream is not opened.
+kept; a 2026-07-28 request gets its ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name`` headers. Once
+a session is initialized, the standalone GET stream is opened for what the server sends outside a request
+(notifications, its own requests), and opened again when the server ends it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ logger = logging.getLogger("mcp_resources.proxy")
 MCP_SESSION_ID: Final = "mcp-session-id"
 ERROR_BODY_MAX: Final = 64 * 1024
 """Of an HTTP error's body, what is read for a JSON-RPC error in it; the rest is not."""
+LISTEN_RETRY_MAX: Final = 30.0
+"""Seconds between attempts to reopen the GET stream, at most (doubling from one)."""
 WAITING_MESSAGES: Final = 16
 """Messages read ahead of the relay, across all open answers."""
 
@@ -118,6 +121,7 @@ class HttpUpstream:
         self._session_id: str | None = None
         self._version: str | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._listening = False
         self._closed = False
 
     async def start(self) -> None:
@@ -183,6 +187,8 @@ class HttpUpstream:
             ) as response:
                 if response.headers.get(MCP_SESSION_ID):
                     self._session_id = response.headers[MCP_SESSION_ID]
+                if response.status_code < 300 and message.get("method") == "notifications/initialized":
+                    self._listen()
                 if response.status_code == 202:
                     return
                 if response.status_code >= 400:
@@ -196,9 +202,51 @@ class HttpUpstream:
             logger.error("upstream %s: HTTP request failed: %s", self.description, type(exc).__name__)
             await self._fail()
 
+    def _listen(self) -> None:
+        """Open the GET stream of the session (once): "The client MAY issue an HTTP GET to the MCP endpoint.
+        This can be used to open an SSE stream, allowing the server to communicate to the client, without
+        the client first sending data via HTTP POST." """
+        if self._listening or self._session_id is None or self._closed:
+            return
+        self._listening = True
+        task = asyncio.create_task(self._listen_loop())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _listen_loop(self) -> None:
+        delay = 1.0
+        while not self._closed and self._session_id is not None:
+            headers = {**self._headers, "accept": "text/event-stream", MCP_SESSION_ID: self._session_id}
+            if self._version:
+                headers[MCP_PROTOCOL_VERSION_HEADER] = self._version
+            try:
+                # No read timeout: the stream is quiet until the server has something to say.
+                timeout = httpx.Timeout(None, connect=30.0)
+                async with self._client.stream("GET", self.url, headers=headers, timeout=timeout) as response:
+                    kind = response.headers.get("content-type", "").split(";")[0].strip()
+                    if response.status_code >= 300 or kind != "text/event-stream":
+                        # "The server MUST either return Content-Type: text/event-stream in response to
+                        # this HTTP GET, or else return HTTP 405 Method Not Allowed".
+                        logger.info(
+                            "upstream %s: no GET stream (HTTP %d)", self.description, response.status_code
+                        )
+                        return
+                    delay = 1.0
+                    await self._read_answer(response, SseLines(), {}, fatal=False)
+            except httpx.HTTPError as exc:
+                logger.warning("upstream %s: the GET stream failed: %s", self.description, type(exc).__name__)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, LISTEN_RETRY_MAX)
+
     async def _read_answer(
-        self, response: httpx.Response, lines: SseLines | JsonLines, message: Mapping[str, Any]
+        self,
+        response: httpx.Response,
+        lines: SseLines | JsonLines,
+        message: Mapping[str, Any],
+        *,
+        fatal: bool = True,
     ) -> None:
+        """Pass the messages of ``response`` on; when its connection breaks, end the upstream if ``fatal``."""
         source = AnswerBytes(response.aiter_bytes(), lines, self.description)
         reader = self._reading(source)
         while (item := await reader.next()) is not None:
@@ -208,7 +256,7 @@ class HttpUpstream:
             if isinstance(item, Whole):
                 self._learn_version(item.raw)
             await self._inbox.put(item)
-        if source.broken:
+        if source.broken and fatal:
             await self._fail()
 
     async def _http_error(self, response: httpx.Response, message: Mapping[str, Any]) -> None:

@@ -22,6 +22,7 @@ import hashlib
 import io
 import json
 import os
+import queue
 import random
 import sys
 import threading
@@ -54,6 +55,11 @@ TOOLS: Final = [
     {"name": "endless", "description": "A line that never ends.", "inputSchema": {"type": "object"}},
     {"name": "cut", "description": "Exits in the middle of its answer.", "inputSchema": {"type": "object"}},
     {"name": "media", "description": "Returns the image given as base64.", "inputSchema": {"type": "object"}},
+    {
+        "name": "announce",
+        "description": "Sends a notification outside the call (over HTTP on the GET stream), then answers.",
+        "inputSchema": {"type": "object"},
+    },
 ]
 
 
@@ -267,6 +273,17 @@ def call(ident: Any, params: dict[str, Any]) -> None:
             b',"result":{"content":[{"type":"text","text":"half',
         )
         os._exit(4)
+    elif name == "announce":
+        note = {
+            "jsonrpc": "2.0",
+            "method": "notifications/message",
+            "params": {"level": "info", "data": str(args.get("text", "announced"))},
+        }
+        if serving_http:
+            outside.put(note)
+        else:
+            send(note)
+        send({"jsonrpc": "2.0", "id": ident, "result": {"content": [{"type": "text", "text": "announced"}]}})
     elif name == "media":
         block = {"type": "image", "data": args.get("data", ""), "mimeType": args.get("mime", "image/png")}
         send({"jsonrpc": "2.0", "id": ident, "result": {"content": [block]}})
@@ -276,6 +293,8 @@ def call(ident: Any, params: dict[str, Any]) -> None:
 
 pending_forever: dict[str, threading.Event] = {}
 serving_http = False
+outside: queue.Queue[dict[str, Any]] = queue.Queue()
+"""Messages for the GET stream: what the server sends outside any request."""
 
 
 def dispatch(message: dict[str, Any]) -> None:
@@ -401,6 +420,20 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             _local.out = None
         body.finish()
+
+    def do_GET(self) -> None:
+        if not self.events:
+            self.send_response(405)
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        _local.out = Events(Chunked(self.wfile))
+        while True:
+            send(outside.get())
 
     def do_DELETE(self) -> None:
         self.send_response(200)

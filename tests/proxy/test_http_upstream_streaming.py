@@ -225,3 +225,27 @@ async def test_an_upstream_that_exits_in_the_middle_of_an_answer_fails_the_call_
             assert answer["error"]["data"]["reason"] == "upstream_unavailable"
             assert "is gone" in answer["error"]["message"]
             assert await asyncio.wait_for(peer.process.wait(), TIMEOUT) == 1
+
+
+async def test_what_the_server_sends_outside_a_request_comes_on_the_get_stream_to_the_host(
+    data_dir: Path,
+) -> None:
+    with http_upstream("sse") as (url, _):
+        async with proxied(data_dir, url) as peer:
+            for ident, text in enumerate(["first news", "second news"], start=1):
+                params = {"name": "announce", "arguments": {"text": text}}
+                await peer.send({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params})
+            answers: dict[Any, Any] = {}
+            notes: list[Any] = []
+            while len(notes) < 2 or len(answers) < 2:
+                line = await peer.next_line()
+                assert line is not None
+                message = json.loads(line)
+                if "method" in message:
+                    notes.append(message)
+                else:
+                    answers[message["id"]] = message["result"]["content"][0]["text"]
+            assert answers == {1: "announced", 2: "announced"}
+            assert [n["method"] for n in notes] == ["notifications/message"] * 2
+            assert sorted(n["params"]["data"] for n in notes) == ["first news", "second news"]
+            assert await peer.close() == 0
