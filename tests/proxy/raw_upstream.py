@@ -55,6 +55,7 @@ TOOLS: Final = [
     {"name": "endless", "description": "A line that never ends.", "inputSchema": {"type": "object"}},
     {"name": "cut", "description": "Exits in the middle of its answer.", "inputSchema": {"type": "object"}},
     {"name": "media", "description": "Returns the image given as base64.", "inputSchema": {"type": "object"}},
+    {"name": "hangup", "description": "Ends the GET stream.", "inputSchema": {"type": "object"}},
     {
         "name": "announce",
         "description": "Sends a notification outside the call (over HTTP on the GET stream), then answers.",
@@ -273,6 +274,9 @@ def call(ident: Any, params: dict[str, Any]) -> None:
             b',"result":{"content":[{"type":"text","text":"half',
         )
         os._exit(4)
+    elif name == "hangup":
+        outside.put(HANGUP)
+        send({"jsonrpc": "2.0", "id": ident, "result": {"content": [{"type": "text", "text": "hung up"}]}})
     elif name == "announce":
         note = {
             "jsonrpc": "2.0",
@@ -295,6 +299,8 @@ pending_forever: dict[str, threading.Event] = {}
 serving_http = False
 outside: queue.Queue[dict[str, Any]] = queue.Queue()
 """Messages for the GET stream: what the server sends outside any request."""
+HANGUP: Final[dict[str, Any]] = {}
+"""Put in :data:`outside`: the GET stream ends there."""
 
 
 def dispatch(message: dict[str, Any]) -> None:
@@ -431,9 +437,12 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("content-type", "text/event-stream")
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
-        _local.out = Events(Chunked(self.wfile))
-        while True:
-            send(outside.get())
+        body = Chunked(self.wfile)
+        _local.out = Events(body)
+        while (message := outside.get()) is not HANGUP:
+            send(message)
+        _local.out = None
+        body.finish()
 
     def do_DELETE(self) -> None:
         self.send_response(200)

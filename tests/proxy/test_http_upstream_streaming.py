@@ -249,3 +249,16 @@ async def test_what_the_server_sends_outside_a_request_comes_on_the_get_stream_t
             assert [n["method"] for n in notes] == ["notifications/message"] * 2
             assert sorted(n["params"]["data"] for n in notes) == ["first news", "second news"]
             assert await peer.close() == 0
+
+
+async def test_a_get_stream_the_server_ends_is_opened_again(data_dir: Path) -> None:
+    with http_upstream("sse") as (url, _):
+        async with proxied(data_dir, url) as peer:
+            assert (await call(peer, 1, "hangup"))["result"]["content"][0]["text"] == "hung up"
+            answer = await call(peer, 2, "announce", {"text": "after the hang-up"})
+            assert answer["result"]["content"][0]["text"] == "announced"
+            line = await peer.next_line()  # held by the server until a GET stream takes it
+            assert line is not None
+            note = json.loads(line)
+            assert (note["method"], note["params"]["data"]) == ("notifications/message", "after the hang-up")
+            assert await peer.close() == 0
