@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
+import anyio
+
 from mcp_resources.proxy.message_reader import Incoming, Streamed
 
 
@@ -22,15 +24,19 @@ class Mailbox:
 
     async def put(self, item: Incoming) -> None:
         """Wait for room, then add ``item``; after :meth:`end`, drop it (and free what it holds)."""
-        async with self._changed:
-            while len(self._items) >= self._capacity and not self._ended:
-                await self._changed.wait()
-            if not self._ended:
-                self._items.append(item)
-                self._changed.notify_all()
-                return
-        if isinstance(item, Streamed):
-            await item.sinks.release()
+        try:
+            async with self._changed:
+                while len(self._items) >= self._capacity and not self._ended:
+                    await self._changed.wait()
+                if not self._ended:
+                    self._items.append(item)
+                    self._changed.notify_all()
+                    return
+        except asyncio.CancelledError:
+            # The upstream is closing: what the message staged must not stay behind.
+            await _free(item)
+            raise
+        await _free(item)
 
     async def get(self) -> Incoming | None:
         """The next message; after :meth:`end`, those still held, then None."""
@@ -51,3 +57,9 @@ class Mailbox:
     @property
     def ended(self) -> bool:
         return self._ended
+
+
+async def _free(item: Incoming) -> None:
+    if isinstance(item, Streamed):
+        with anyio.CancelScope(shield=True):
+            await item.sinks.release()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any, cast
 
 from mcp_resources.proxy.mailbox import Mailbox
@@ -51,3 +52,16 @@ async def test_the_end_wakes_a_reader_waiting_for_room() -> None:
     await box.end()
     await asyncio.wait_for(waiting, 5)
     assert held.released
+
+
+async def test_a_reader_cancelled_while_waiting_for_room_frees_what_its_message_holds() -> None:
+    box = Mailbox(1)
+    await box.put(Whole(b"1"))
+    held = Held()
+    waiting = asyncio.create_task(box.put(Streamed(message={}, size=1, sinks=cast(Any, held))))
+    await asyncio.sleep(0.05)
+    waiting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiting
+    assert held.released
+    assert await box.get() == Whole(b"1")
