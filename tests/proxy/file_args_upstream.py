@@ -4,7 +4,7 @@
 - ``stat_then_fail(path)`` records the same and answers a tool error;
 - ``stat_then_die(path)`` records the same and exits the process without answering;
 - ``stat_then_wait(path)`` records the same and never answers (a test cancels it);
-- ``fetch(url)`` GETs ``url`` and answers the status and the SHA-256 of the body.
+- ``fetch(url)`` GETs ``url`` and answers the URL, the status and the SHA-256 of the body.
 
 ``python file_args_upstream.py RECORD``: each ``stat_*`` tool appends its finding to RECORD as a JSON line
 before it answers, so a test can tell what the upstream saw even when it gets no answer.
@@ -71,9 +71,10 @@ def look(path: str) -> dict[str, Any]:
 def fetch(url: str) -> dict[str, Any]:
     try:
         with urllib.request.urlopen(url, timeout=60) as response:
-            return {"status": response.status, "sha256": hashlib.sha256(response.read()).hexdigest()}
+            body = response.read()
+            return {"url": url, "status": response.status, "sha256": hashlib.sha256(body).hexdigest()}
     except urllib.error.HTTPError as exc:
-        return {"status": exc.code, "sha256": None}
+        return {"url": url, "status": exc.code, "sha256": None}
 
 
 def build(recorded: Path) -> Server[Any]:
