@@ -21,6 +21,7 @@ from typing import Final
 
 import anyio.to_thread
 
+from blobstore.errors import BlobstoreError, from_os_error
 from blobstore.service import ArtifactService
 from mcp_resources.handles import Located
 from mcp_resources.proxy.items import extension
@@ -90,9 +91,13 @@ class ArgumentFiles:
         self.paths: list[Path] = []
 
     async def write(self, found: Located) -> Path:
-        """The located bytes in a new 0600 file; its absolute path."""
+        """The located bytes in a new 0600 file; its absolute path. A file that cannot be made or written
+        is ``storage_unavailable`` (``storage_full`` on a full disk), the directory named in the log only."""
         path = self.directory / file_name(found.artifact.name, found.mime_type)
-        fd = await anyio.to_thread.run_sync(_create, self.directory, path.name)
+        try:
+            fd = await anyio.to_thread.run_sync(_create, self.directory, path.name)
+        except OSError as exc:
+            raise self._failed(exc) from None
         # Listed before a byte is written, so a failed or cancelled write is removed with the rest.
         self.paths.append(path)
         try:
@@ -102,9 +107,17 @@ class ArgumentFiles:
                 span = found.span
                 async for piece in self.service.stream(found.blob, span.offset, span.end):
                     await anyio.to_thread.run_sync(_write_all, fd, piece)
+        except OSError as exc:
+            raise self._failed(exc) from None
         finally:
             os.close(fd)  # no await here: a cancelled task must still close it
         return path
+
+    def _failed(self, exc: OSError) -> BlobstoreError:
+        logger.warning(
+            "blobstore proxy: cannot write a path argument's file in %s: %s", self.directory, exc.strerror
+        )
+        return from_os_error(exc)
 
     async def remove(self) -> None:
         """Delete every file written (idempotent)."""

@@ -229,3 +229,18 @@ async def test_the_file_is_removed_when_the_host_cancels_the_call(rig: Rig) -> N
         # The proxy reads the host's messages in order: once a later request is answered, the cancel is done.
         await peer.request(8, "ping")
         assert rig.left() == []
+
+
+async def test_a_directory_that_cannot_be_written_is_a_storage_error_and_the_tool_is_not_called(
+    rig: Rig,
+) -> None:
+    rig.incoming.parent.mkdir(parents=True)
+    rig.incoming.write_text("a file where the directory should be")
+    notes = await stored(rig.data_dir, NOTES, "notes.md", "text/markdown")
+    async with raw_peer(rig.command()) as peer:
+        await peer.handshake()
+        answer = json.loads(
+            await peer.request(1, "tools/call", {"name": "stat_file", "arguments": {"path": notes.uri}})
+        )
+    assert answer["error"]["data"]["reason"] == "storage_unavailable"
+    assert rig.seen() == []
