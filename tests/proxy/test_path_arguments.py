@@ -120,6 +120,8 @@ async def test_server_filesystem_reads_an_artifact_passed_as_a_path_and_the_file
         incoming,
         {"read_text_file": "path", "get_file_info": "path", "read_media_file": "path"},
     )
+    with config.open("a") as out:
+        out.write('[tools.read_multiple_files.arguments]\npaths = "path"\n')
     args = proxy_args(data_dir, filesystem_upstream(shared), "--offload-config", str(config))
     params = StdioServerParameters(command=blobstore_command(), args=args, env=isolated_env())
     async with Client(params, mode="legacy") as client:
@@ -139,6 +141,15 @@ async def test_server_filesystem_reads_an_artifact_passed_as_a_path_and_the_file
         assert [(image.mime_type, base64.b64decode(image.data)) for image in images] == [("image/png", PHOTO)]
         plain = await client.call_tool("read_text_file", {"path": str(shared / "plain.txt")})
         assert text(plain) == "a file of the filesystem itself\n"
+        items = tools["read_multiple_files"].input_schema["properties"]["paths"]["items"]
+        assert items["description"] == f"A file path; {HANDLE_HINT}"
+        both = await client.call_tool(
+            "read_multiple_files", {"paths": [notes.uri, str(shared / "plain.txt")]}
+        )
+        first, second = text(both).split("\n---\n")
+        assert first.startswith(str(incoming))
+        assert first.endswith(f":\n{NOTES.decode()}\n")
+        assert second == f"{shared / 'plain.txt'}:\na file of the filesystem itself\n\n"
     assert list(incoming.iterdir()) == []
     assert incoming.stat().st_mode & 0o777 == 0o700
     lines = audit_lines(data_dir)
@@ -146,6 +157,7 @@ async def test_server_filesystem_reads_an_artifact_passed_as_a_path_and_the_file
         ("read_text_file", "path", "path", notes.sha256),
         ("get_file_info", "path", "path", notes.sha256),
         ("read_media_file", "path", "path", photo.sha256),
+        ("read_multiple_files", "paths[0]", "path", notes.sha256),
     ]
     assert b"first line" not in (data_dir / "audit.jsonl").read_bytes()
 
