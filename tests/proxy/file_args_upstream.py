@@ -58,13 +58,17 @@ TOOLS = [
 def look(path: str) -> dict[str, Any]:
     found = Path(path)
     info = found.stat()
+    digest = hashlib.sha256()
+    with found.open("rb") as data:
+        while block := data.read(1024 * 1024):
+            digest.update(block)
     return {
         "path": path,
         "absolute": found.is_absolute(),
         "name": found.name,
         "mode": oct(stat.S_IMODE(info.st_mode)),
         "size": info.st_size,
-        "sha256": hashlib.sha256(found.read_bytes()).hexdigest(),
+        "sha256": digest.hexdigest(),
     }
 
 

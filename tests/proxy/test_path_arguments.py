@@ -13,6 +13,7 @@ import base64
 import hashlib
 import json
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from blobstore.config import Settings
 from blobstore.models import Artifact, Caller
 from blobstore.runtime import open_service
 from mcp_resources.binary_schema import HANDLE_HINT
-from mcp_resources.handles import AUDIT_ACTION
+from mcp_resources.handles import AUDIT_ACTION, CAP_SETTING
 from tests.fixtures.server import isolated_env
 from tests.fixtures.waiting import wait_until
 from tests.handles.conftest import put
@@ -38,6 +39,7 @@ from tests.proxy.conftest import (
     proxy_args,
     proxy_command,
     raw_peer,
+    vm_hwm,
 )
 from tests.proxy.upstream_server import photo_png
 
@@ -47,6 +49,7 @@ UPSTREAM = HERE / "file_args_upstream.py"
 NOTES = b"# Notes\n\nThe first line of the store's notes.\nThe last line.\n"
 PHOTO = photo_png(64, 48)
 OURS = Caller(namespace=NAMESPACE)
+MiB = 1024 * 1024
 
 
 async def stored(data_dir: Path, data: bytes, name: str, mime_type: str, caller: Caller = OURS) -> Artifact:
@@ -256,3 +259,35 @@ async def test_a_directory_that_cannot_be_written_is_a_storage_error_and_the_too
         )
     assert answer["error"]["data"]["reason"] == "storage_unavailable"
     assert rig.seen() == []
+
+
+async def test_a_large_artifact_is_streamed_to_its_file_without_the_proxy_holding_it(rig: Rig) -> None:
+    block = bytes(range(256)) * 4096  # 1 MiB
+    blocks = 96
+    digest = hashlib.sha256()
+    for index in range(blocks):
+        digest.update(index.to_bytes(4, "big") + block[4:])
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for index in range(blocks):
+            yield index.to_bytes(4, "big") + block[4:]
+
+    async with open_service(Settings(data_dir=rig.data_dir), migrate=True) as service:
+        large = await service.create_artifact(
+            OURS, chunks(), name="large.bin", mime_type="application/octet-stream", expected_size=blocks * MiB
+        )
+    small = await stored(rig.data_dir, NOTES, "notes.md", "text/markdown")
+    command = ["env", f"{CAP_SETTING}={2 * blocks * MiB}", *rig.command()]
+    async with raw_peer(command) as peer:
+        await peer.handshake()
+        warm = {"name": "stat_file", "arguments": {"path": small.uri}}
+        await peer.request(1, "tools/call", warm)
+        before = vm_hwm(peer.process.pid)
+        answer = json.loads(
+            await peer.request(2, "tools/call", {"name": "stat_file", "arguments": {"path": large.uri}})
+        )
+        seen = json.loads(answer["result"]["content"][0]["text"])
+        assert (seen["size"], seen["sha256"]) == (blocks * MiB, digest.hexdigest())
+        # Holding it whole would take 96 MiB; the proxy holds a storage block or two at a time.
+        assert vm_hwm(peer.process.pid) - before < 32 * MiB
+        assert rig.left() == []
