@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from blobstore.config import Settings
+from mcp_resources.binary_schema import Form
 from mcp_resources.proxy.argument_config import ArgumentModes, checked, directory_of, tool_modes
 
 MiB: Final = 1024 * 1024
@@ -245,7 +246,7 @@ def _load_file(path: Path, base: ToolRules) -> tuple[ToolRules, dict[str, ToolRu
 
     directory = directory_of(doc.get("arguments", {}), fail)
     tools: dict[str, ToolRules] = {}
-    forms = {}
+    forms: dict[str, dict[str, Form]] = {}
     for name, table in tables.items():
         prefix = f"tools.{name}."
         if not isinstance(table, dict):
