@@ -148,8 +148,8 @@ class ToolArguments:
         )
 
     async def prepared(self, message: dict[str, Any]) -> Prepared | Refusal:
-        """The ``tools/call`` request to send upstream (the same object when it holds no handle), or the
-        answer the host gets instead."""
+        """The ``tools/call`` request to send upstream (the same message object when it holds no handle)
+        with the files written for it, or the answer the host gets instead (nothing left written)."""
         params = message.get("params")
         if not isinstance(params, dict) or not self.holds_handles(params):
             return Prepared(message)
