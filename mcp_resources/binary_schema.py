@@ -45,6 +45,20 @@ class Form(enum.Enum):
     BASE64 = "base64"
     DATA_URL = "data-url"
     TEXT = "text"
+    PATH = "path"
+    """Written to a file the tool reads; the argument is the file's path (the proxy's ``--offload-config``
+    names such arguments: no schema says so)."""
+    URL = "url"
+    """Fetched by the tool itself from a signed download URL the argument carries (named like ``PATH``)."""
+
+
+_DEFAULT_DESCRIPTIONS: Final = {
+    Form.BASE64: "Base64 bytes",
+    Form.DATA_URL: "A data: URL",
+    Form.TEXT: "The text",
+    Form.PATH: "A file path",
+    Form.URL: "A URL",
+}
 
 
 class Step:
@@ -209,8 +223,7 @@ def _widen(node: dict[str, Any], form: Form) -> None:
         if HANDLE_HINT not in description:
             node["description"] = f"{description.rstrip().rstrip('.;')}; {HANDLE_HINT}"
     else:
-        what = {Form.BASE64: "Base64 bytes", Form.DATA_URL: "A data: URL", Form.TEXT: "The text"}[form]
-        node["description"] = f"{what}; {HANDLE_HINT}"
+        node["description"] = f"{_DEFAULT_DESCRIPTIONS[form]}; {HANDLE_HINT}"
     longest = node.get("maxLength")
     if isinstance(longest, int) and longest < MAX_URI_LENGTH:
         node["maxLength"] = MAX_URI_LENGTH
@@ -239,6 +252,27 @@ def advertise_handles(schema: Mapping[str, Any] | None) -> dict[str, Any] | None
             continue
         done.add(id(node))
         _widen(node, form)
+    return rewritten
+
+
+def advertise_named(schema: Mapping[str, Any] | None, forms: Mapping[str, Form]) -> dict[str, Any] | None:
+    """A copy of ``schema`` whose top-level properties named in ``forms`` (or, for an array, their items)
+    say, and admit, that an artifact URI is accepted, as :func:`advertise_handles` does for binary ones."""
+    if not isinstance(schema, dict):
+        return None
+    rewritten = copy.deepcopy(dict(schema))
+    properties = rewritten.get("properties")
+    if not isinstance(properties, dict):
+        return rewritten
+    for name, form in forms.items():
+        node = properties.get(name)
+        if not isinstance(node, dict):
+            continue
+        items = node.get("items")
+        if node.get("type") == "array" and isinstance(items, dict):
+            node = items
+        if _is_string(node):
+            _widen(node, form)
     return rewritten
 
 
@@ -309,6 +343,7 @@ __all__ = [
     "Form",
     "Slot",
     "advertise_handles",
+    "advertise_named",
     "binary_form",
     "binary_sites",
     "slots",

@@ -14,7 +14,8 @@ clients; the SDK's server capabilities have no ``files`` field, so it goes under
 - ``files/authorizeDownload {uri}`` takes that file URI or an artifact URI and answers
   ``{file: FileValue, download: {transport, method: "GET", url, expiresAt}}``: a presigned S3 URL where
   presigned downloads are on, else a signed ``/share`` URL of ``blobstore serve`` (the console's share
-  links, served while its console is on).
+  links, served while its console is on; :mod:`mcp_resources.download_links`, which the proxy's URL
+  arguments use too).
 
 The targets point at the HTTP server: ``BLOBSTORE_PUBLIC_URL``, else ``http://<host>:<port>`` of the settings.
 """
@@ -23,10 +24,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import datetime, timedelta
 from typing import Any, Final
 
-import anyio.to_thread
 from mcp.server import Server, ServerRequestContext
 from mcp.types import RequestParams, Result
 from pydantic import BaseModel, Field
@@ -36,17 +35,15 @@ from blobstore.errors import InvalidRequest, NotFound
 from blobstore.links import iso_utc
 from blobstore.models import ARTIFACT_URI_PREFIX, Artifact, Caller, Scope, UploadState
 from blobstore.service import ArtifactService
-from blobstore.signed_links import LinkSigner
-from blobstore.signed_targets import Signers, upload_target
+from blobstore.signed_targets import upload_target
 from blobstore.tus_uploads import TusUploads
+from mcp_resources.download_links import DownloadLinks
 from mcp_resources.errors import mcp_handler
 from mcp_resources.file_params import FILE_URI_PREFIX
 from mcp_resources.resources import CallerResolver
 from mcp_resources.uris import parse_store_uri
 
 EXPERIMENTAL: Final = "experimental"
-SHARE_PREFIX: Final = "/share"
-"""The console's share links (``blobstore.api.console``), which serve a signed ``/share/<ns>/<id>``."""
 CAPABILITY: Final = {"files": {"upload": True, "download": True, "transports": ["https"]}}
 TUS_HEADERS: Final = {
     "Tus-Resumable": "1.0.0",
@@ -118,9 +115,7 @@ class FilesCapability:
         self.tus = TusUploads(
             settings=settings, uploads=service.uploads, repo=service.repo, clock=service.clock
         )
-        self.signers = Signers(settings.data_dir, settings.link_key)
-        self.base = (settings.public_url or f"http://{settings.host}:{settings.port}").rstrip("/")
-        self.lifetime = timedelta(seconds=settings.s3_presign_seconds)
+        self.links = DownloadLinks(service)
 
     def install(self, server: Server[Any]) -> None:
         server.add_request_handler("files/authorizeUpload", AuthorizeUploadParams, self.authorize_upload)
@@ -137,15 +132,6 @@ class FilesCapability:
         # Both the handshake's and server/discover's capabilities are built by this method.
         server.get_capabilities = with_files  # type: ignore[method-assign]
 
-    async def _signer(self) -> LinkSigner:
-        signer = self.signers.loaded
-        if signer is None:
-            signer = await anyio.to_thread.run_sync(self.signers.load)
-        return signer
-
-    def _expiry(self) -> datetime:
-        return self.service.clock() + self.lifetime
-
     @mcp_handler
     async def authorize_upload(
         self, ctx: ServerRequestContext[Any, Any], params: AuthorizeUploadParams
@@ -155,8 +141,8 @@ class FilesCapability:
         session = await self.tus.create(
             caller, length=params.size, name=params.name, mime_type=params.mime_type, sha256=sha256
         )
-        expires = min(self._expiry(), session.expires_at)
-        target = upload_target(await self._signer(), caller.namespace, session.id, expires)
+        expires = min(self.links.expiry(), session.expires_at)
+        target = upload_target(await self.links.signer(), caller.namespace, session.id, expires)
         file: dict[str, Any] = {
             "uri": f"{FILE_URI_PREFIX}{session.id}",
             "name": params.name,
@@ -169,7 +155,7 @@ class FilesCapability:
         upload = {
             "transport": "https",
             "method": "PATCH",
-            "url": f"{self.base}{target}",
+            "url": f"{self.links.base}{target}",
             "headers": dict(TUS_HEADERS),
             "expiresAt": iso_utc(expires),
         }
@@ -192,15 +178,14 @@ class FilesCapability:
     ) -> AuthorizedFile:
         caller = require_scope(self.caller_for(ctx), Scope.READ)
         artifact = await self._artifact_for(caller, params.uri)
-        expires = self._expiry()
-        if artifact.expires_at is not None:
-            expires = min(expires, artifact.expires_at)
         _artifact, blob = await self.service.open_artifact(caller, artifact.id)
-        url = await self.service.presigned_download(artifact, blob)
-        if url is None:
-            link = (await self._signer()).sign(f"{SHARE_PREFIX}/{artifact.namespace}/{artifact.id}", expires)
-            url = f"{self.base}{link.target}"
-        download = {"transport": "https", "method": "GET", "url": url, "expiresAt": iso_utc(expires)}
+        link = await self.links.link(artifact, blob)
+        download = {
+            "transport": "https",
+            "method": "GET",
+            "url": link.url,
+            "expiresAt": iso_utc(link.expires),
+        }
         return AuthorizedFile(file=file_value(artifact, params.uri), download=download)
 
 

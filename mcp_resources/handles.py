@@ -108,11 +108,15 @@ class ArgumentHandles:
         copied: dict[str, Any] = copy.deepcopy(arguments)
         located = await self.locate(caller, self.handle_slots(copied, sites))
         for found in located:
-            started = time.monotonic()
-            data = await self.read(found)
-            found.slot.replace(self._encoded(found, data))
-            self.audit_resolved(caller, tool, found, started)
+            await self.fill(caller, tool, found)
         return copied
+
+    async def fill(self, caller: Caller, tool: str, found: Located) -> None:
+        """Put a located handle's bytes in its place, in the form its site asks for, and audit it."""
+        started = time.monotonic()
+        data = await self.read(found)
+        found.slot.replace(self._encoded(found, data))
+        self.audit_resolved(caller, tool, found, started)
 
     async def locate(self, caller: Caller, handles: list[Slot]) -> list[Located]:
         """Look every handle up as ``caller`` and check the cap, reading nothing yet."""
@@ -207,6 +211,7 @@ class ArgumentHandles:
                 "argument": found.slot.name,
                 "sha256": found.artifact.sha256,
                 "view": found.view_type,
+                "form": found.slot.site.form.value,
             },
         )
 

@@ -109,7 +109,7 @@ async def run_proxy(
                 upstream=upstream,
                 local=local,
                 offloader=offloader,
-                arguments=ToolArguments(ArgumentHandles(service), caller),
+                arguments=ToolArguments(ArgumentHandles(service), caller, rules.arguments),
                 read_tool=read_tool,
             )
             return await relay.run()

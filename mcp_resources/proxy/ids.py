@@ -39,6 +39,14 @@ class Pending:
     params: dict[str, Any]
     handle: Callable[[Pending, Raw, dict[str, Any]], Awaitable[None]] | None = None
     """How to treat the response; None forwards it as it came."""
+    release: Callable[[], Awaitable[None]] | None = None
+    """What to undo once the request is over: the files of a call's path arguments."""
+
+    async def over(self) -> None:
+        """The request is answered, cancelled or its upstream gone: run :attr:`release`, once."""
+        release, self.release = self.release, None
+        if release is not None:
+            await release()
 
 
 @dataclass
@@ -88,6 +96,11 @@ class IdMap:
 
     def in_flight(self) -> list[str]:
         return list(self._pending)
+
+    def pending(self, proxy_id: str) -> Pending | None:
+        """The host request in flight under ``proxy_id``."""
+        entry = self._pending.get(proxy_id)
+        return entry if isinstance(entry, Pending) else None
 
     def for_host_id(self, host_id: Any) -> str | None:
         """The proxy id of a host request still in flight upstream (to cancel it)."""

@@ -165,6 +165,7 @@ class Relay:
             await self._to_upstream({**message, "id": proxy_id})
         except UpstreamGone:
             self.ids.settle(proxy_id)
+            await pending.over()
             await self.answer(pending.host_id, self._gone_error())
 
     async def _own_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -274,6 +275,7 @@ class Relay:
             if not entry.future.done():
                 entry.future.set_result(fragment)
         elif entry is not None:
+            await entry.over()
             await self.answer(entry.host_id, fragment)
 
     async def _upstream_gone(self) -> None:
@@ -289,6 +291,7 @@ class Relay:
                 if not entry.future.done():
                     entry.future.set_result(self._gone_error())
             elif entry is not None:
+                await entry.over()
                 with contextlib.suppress(Exception):
                     await self.answer(entry.host_id, self._gone_error())
 
@@ -348,6 +351,9 @@ class Relay:
             await self._safe_upstream(
                 {"jsonrpc": "2.0", "method": method, "params": {**params, "requestId": proxy_id}}
             )
+            cancelled = self.ids.pending(proxy_id)
+            if cancelled is not None:
+                await cancelled.over()
             return
         if method == "notifications/initialized":
             await self._safe_upstream(raw)
@@ -415,6 +421,7 @@ class Relay:
             if not entry.future.done():
                 entry.future.set_result({k: v for k, v in message.items() if k in ("result", "error")})
             return None
+        await entry.over()
         restored = restore_id(raw, ident, entry.host_id, message)
         if entry.handle is None:
             await self.to_host(restored)
@@ -458,7 +465,8 @@ class Relay:
         if isinstance(prepared, Refusal):
             await self.answer(pending.host_id, prepared.fragment)
             return
-        await self._forward_request(prepared, pending)
+        pending.release = prepared.release
+        await self._forward_request(prepared.message, pending)
 
     async def _tool_call_response(self, pending: Pending, raw: Raw, message: dict[str, Any]) -> None:
         result = message.get("result")

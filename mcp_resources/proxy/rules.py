@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from blobstore.config import Settings
+from mcp_resources.binary_schema import Form
+from mcp_resources.proxy.argument_config import ArgumentModes, checked, directory_of, tool_modes
 
 MiB: Final = 1024 * 1024
 BYTES_PER_TOKEN: Final = 4
@@ -121,6 +123,8 @@ class OffloadRules:
     text_preview: int
     read_tool_hint: bool
     tools: Mapping[str, ToolRules] = field(default_factory=dict)
+    arguments: ArgumentModes = field(default_factory=ArgumentModes)
+    """The arguments that take a file path or a URL in place of an artifact URI."""
 
     def streaming_threshold(self) -> int:
         """Characters from which a payload string is streamed into the store as it arrives: past what any
@@ -180,8 +184,10 @@ def load_rules(
     """Build the rules from the settings, a host profile name and an optional TOML file.
 
     File keys (all optional): ``inline_limit``, ``image_long_edge``, ``text_threshold``, ``text_preview``
-    (defaults for every tool), ``never_offload`` and ``always_offload`` (lists of tool names) and
-    ``[tools.<name>]`` tables with the four thresholds and ``offload = "auto" | "never" | "always"``.
+    (defaults for every tool), ``never_offload`` and ``always_offload`` (lists of tool names),
+    ``[tools.<name>]`` tables with the four thresholds and ``offload = "auto" | "never" | "always"``, their
+    ``[tools.<name>.arguments]`` (argument = ``"path"`` | ``"url"``) and ``[arguments] directory``
+    (:mod:`~mcp_resources.proxy.argument_config`).
     """
     host = HOST_PROFILES.get(profile)
     if host is None:
@@ -195,8 +201,10 @@ def load_rules(
         text_preview=DEFAULT_TEXT_PREVIEW,
     )
     tools: dict[str, ToolRules] = {}
+    arguments = ArgumentModes()
     if config_path is not None:
-        base, tools = _load_file(config_path, base)
+        base, tools, arguments = _load_file(config_path, base)
+        arguments = checked(arguments, settings, lambda key, problem: _fail(config_path, key, problem))
     return OffloadRules(
         profile=host,
         inline_limit=base.inline_limit,
@@ -205,10 +213,11 @@ def load_rules(
         text_preview=base.text_preview,
         read_tool_hint=read_tool_hint,
         tools=tools,
+        arguments=arguments,
     )
 
 
-def _load_file(path: Path, base: ToolRules) -> tuple[ToolRules, dict[str, ToolRules]]:
+def _load_file(path: Path, base: ToolRules) -> tuple[ToolRules, dict[str, ToolRules], ArgumentModes]:
     try:
         with path.open("rb") as handle:
             doc = tomllib.load(handle)
@@ -216,7 +225,7 @@ def _load_file(path: Path, base: ToolRules) -> tuple[ToolRules, dict[str, ToolRu
         raise OffloadConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise OffloadConfigError(f"{path}: not valid TOML: {exc}") from None
-    known = {*_THRESHOLD_KEYS, "never_offload", "always_offload", "tools"}
+    known = {*_THRESHOLD_KEYS, "never_offload", "always_offload", "tools", "arguments"}
     for key in doc:
         if key not in known:
             raise _fail(path, key, "unknown key")
@@ -231,14 +240,22 @@ def _load_file(path: Path, base: ToolRules) -> tuple[ToolRules, dict[str, ToolRu
     tables = doc.get("tools", {})
     if not isinstance(tables, dict):
         raise _fail(path, "tools", "must be a table of [tools.<name>] tables")
+
+    def fail(key: str, problem: str) -> OffloadConfigError:
+        return _fail(path, key, problem)
+
+    directory = directory_of(doc.get("arguments", {}), fail)
     tools: dict[str, ToolRules] = {}
+    forms: dict[str, dict[str, Form]] = {}
     for name, table in tables.items():
         prefix = f"tools.{name}."
         if not isinstance(table, dict):
             raise _fail(path, f"tools.{name}", "must be a table")
         for key in table:
-            if key not in {*_THRESHOLD_KEYS, "offload"}:
+            if key not in {*_THRESHOLD_KEYS, "offload", "arguments"}:
                 raise _fail(path, prefix + key, "unknown key")
+        if "arguments" in table:
+            forms[name] = tool_modes(name, table["arguments"], fail)
         rules = _thresholds(path, prefix, table, base)
         if "offload" in table:
             mode = table["offload"]
@@ -253,4 +270,4 @@ def _load_file(path: Path, base: ToolRules) -> tuple[ToolRules, dict[str, ToolRu
         tools[name] = rules
     for name, mode in modes.items():
         tools.setdefault(name, replace(base, mode=mode))
-    return base, tools
+    return base, tools, ArgumentModes(directory=directory, tools=forms)

@@ -19,6 +19,7 @@ from mcp_resources.binary_schema import (
     Key,
     OtherKeys,
     advertise_handles,
+    advertise_named,
     binary_form,
     binary_sites,
     slots,
@@ -312,3 +313,29 @@ def test_a_value_the_upstream_schema_accepts_the_rewritten_one_accepts(
     assert _changed_keys(schema, rewritten) <= {"description", "maxLength", "minLength", "pattern"}
     assert advertise_handles(rewritten) == rewritten
     assert paths(rewritten) == paths(schema)
+
+
+def test_named_path_and_url_properties_say_a_handle_is_accepted_and_admit_one() -> None:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "maxLength": 200, "pattern": "^/"},
+            "paths": {"type": "array", "items": {"type": "string", "description": "A file"}},
+            "url": {"type": "string", "format": "uri", "description": "Where to fetch."},
+            "count": {"type": "integer"},
+            "other": {"type": "string"},
+        },
+    }
+    forms = {"path": Form.PATH, "paths": Form.PATH, "url": Form.URL, "count": Form.PATH, "absent": Form.URL}
+    rewritten = advertise_named(schema, forms)
+    assert rewritten is not None
+    properties = rewritten["properties"]
+    assert properties["path"]["description"] == f"A file path; {HANDLE_HINT}"
+    assert properties["paths"]["items"]["description"] == f"A file; {HANDLE_HINT}"
+    assert properties["url"]["description"] == f"Where to fetch; {HANDLE_HINT}"
+    assert properties["count"] == {"type": "integer"}
+    assert properties["other"] == {"type": "string"}
+    for value, name in ((HANDLE, "path"), ("/etc/hosts", "path"), ([HANDLE, "/a"], "paths"), (HANDLE, "url")):
+        Validator(rewritten).validate({name: value})
+    assert schema["properties"]["path"] == {"type": "string", "maxLength": 200, "pattern": "^/"}
+    assert advertise_named(rewritten, forms) == rewritten

@@ -22,10 +22,11 @@ from pathlib import Path
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp.types import ImageContent, ResourceLink
+from mcp.types import ImageContent, ResourceLink, TextContent
 
 from blobstore.config import Settings
-from mcp_resources.proxy.rules import load_rules
+from mcp_resources.binary_schema import Form
+from mcp_resources.proxy.rules import OffloadConfigError, load_rules
 from tests.fixtures.ports import free_port
 from tests.proxy.conftest import EVERYTHING_SERVER, JS, TIMEOUT
 from tests.proxy.upstream_server import photo_png
@@ -121,6 +122,54 @@ async def test_the_offload_config_example_is_valid_and_runs(home: Path) -> None:
     assert rules.for_tool("list_directory").mode == "never"
     assert rules.for_tool("read_media_file").image_long_edge == 768
     await read_pictures(shell(example("sh", "--offload-config"), home), home)
+
+
+def flowing() -> str:
+    """The document with its lines joined, for sentences and code spans that wrap."""
+    return " ".join(DOC.read_text(encoding="utf-8").split())
+
+
+async def test_the_path_argument_example_passes_a_stored_photo_to_get_file_info(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = home / ".config" / "blobstore" / "arguments.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(example("toml", "[arguments]"))
+    monkeypatch.setenv("HOME", str(home))  # the example's ~, as the proxy started below sees it
+    rules = load_rules(
+        Settings(data_dir=home / "d"), profile="generic", config_path=config, read_tool_hint=True
+    )
+    incoming = home / "Pictures" / "from-the-store"
+    assert rules.arguments.directory == incoming
+    assert rules.arguments.for_tool("get_file_info") == {"path": Form.PATH}
+    found = re.search(
+        r"`(blobstore proxy --offload-config ~/\.config/blobstore/arguments\.toml [^`]*)`", flowing()
+    )
+    assert found is not None
+    async with Client(shell(found.group(1), home), mode="legacy") as client:
+        photo = await client.call_tool("read_media_file", {"path": str(home / "Pictures" / "photo.png")})
+        (link,) = [block for block in photo.content if isinstance(block, ResourceLink)]
+        info = await client.call_tool("get_file_info", {"path": str(link.uri)})
+    text = " ".join(block.text for block in info.content if isinstance(block, TextContent))
+    facts = dict(line.split(": ", 1) for line in text.splitlines())
+    assert (facts["size"], facts["permissions"]) == (str(link.size), "600")
+    assert list(incoming.iterdir()) == []
+
+
+def test_the_url_argument_example_needs_a_public_url_with_the_documented_error(tmp_path: Path) -> None:
+    config = tmp_path / "offload.toml"
+    config.write_text(example("toml", "fetch_image"))
+    rules = load_rules(
+        Settings(public_url="https://store.example"),
+        profile="generic",
+        config_path=config,
+        read_tool_hint=True,
+    )
+    assert rules.arguments.for_tool("fetch_image") == {"url": Form.URL}
+    with pytest.raises(OffloadConfigError) as caught:
+        load_rules(Settings(), profile="generic", config_path=config, read_tool_hint=True)
+    message = str(caught.value).replace(str(config), "offload.toml")
+    assert f"`blobstore: {message}`" in flowing()
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import pytest
 
 from blobstore.cli.proxy import proxy_command
 from blobstore.config import Settings
+from mcp_resources.binary_schema import Form
 from mcp_resources.proxy.rules import (
     CLAUDE_CODE_TEXT_CHARS,
     CLAUDE_IMAGE_BYTES,
@@ -141,6 +142,14 @@ text_preview = 100
         ('never_offload = ["a"]\n[tools.a]\noffload = "always"\n', "tools.a.offload: contradicts"),
         ("[tools.a]\ntext_preview = 999999\n", "tools.a.text_preview: must be smaller than text_threshold"),
         ("inline_limit = = 3\n", "not valid TOML"),
+        ("arguments = 1\n", "arguments: must be a table"),
+        ("[arguments]\nfolder = '/tmp'\n", "arguments.folder: unknown key"),
+        ("[arguments]\ndirectory = 'relative/dir'\n", "arguments.directory: must be an absolute path"),
+        ("[arguments]\ndirectory = 3\n", "arguments.directory: must be a directory path"),
+        ("[tools.a]\narguments = 'path'\n", "tools.a.arguments: must be a table"),
+        ("[tools.a.arguments]\nimage = 'file'\n", "tools.a.arguments.image: must be path or url, not 'file'"),
+        ("[tools.a.arguments]\nimage = 'path'\n", 'tools.a.arguments.image: a "path" argument needs'),
+        ("[tools.a.arguments]\nsource = 'url'\n", 'tools.a.arguments.source: a "url" argument needs'),
     ],
 )
 def test_bad_config_is_one_line_naming_file_and_key(tmp_path: Path, text: str, named: str) -> None:
@@ -159,3 +168,40 @@ def test_missing_config_file_is_a_one_line_error(tmp_path: Path) -> None:
         load_rules(Settings(), profile="generic", config_path=path, read_tool_hint=True)
     assert str(caught.value).startswith(str(path))
     assert "\n" not in str(caught.value)
+
+
+def test_path_and_url_arguments_are_named_per_tool_with_one_directory(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+[arguments]
+directory = "~/incoming"
+
+[tools.analyze.arguments]
+image = "path"
+source = "url"
+
+[tools.analyze]
+image_long_edge = 512
+""",
+    )
+    settings = Settings(public_url="https://store.example")
+    rules = load_rules(settings, profile="generic", config_path=path, read_tool_hint=False)
+    assert rules.arguments.directory == Path.home() / "incoming"
+    assert rules.arguments.for_tool("analyze") == {"image": Form.PATH, "source": Form.URL}
+    assert rules.arguments.for_tool("other") == {}
+    assert rules.for_tool("analyze").image_long_edge == 512
+
+
+def test_url_arguments_need_a_public_url_or_presigned_s3_downloads(tmp_path: Path) -> None:
+    path = write(tmp_path, '[tools.a.arguments]\nsource = "url"\n')
+    with pytest.raises(OffloadConfigError, match="BLOBSTORE_PUBLIC_URL"):
+        load_rules(Settings(), profile="generic", config_path=path, read_tool_hint=False)
+    with pytest.raises(OffloadConfigError, match="BLOBSTORE_PUBLIC_URL"):
+        # Presigning is for S3 storage only: on local disk it makes no URL.
+        load_rules(
+            Settings(s3_presign_downloads=True), profile="generic", config_path=path, read_tool_hint=False
+        )
+    presigned = Settings(storage_url="s3://bucket/prefix", s3_presign_downloads=True)
+    rules = load_rules(presigned, profile="generic", config_path=path, read_tool_hint=False)
+    assert rules.arguments.for_tool("a") == {"source": Form.URL}
