@@ -27,7 +27,14 @@ from blobstore.service import ArtifactService
 from blobstore.storage.base import NOT_KEPT
 from blobstore.views.cache import VIEW_VERSION, View, ViewCache, ViewStore, rendition_key
 from blobstore.views.decoders import Decoded, ocr_command
-from blobstore.views.params import FramesLayout, PageFormat, check_edge, check_frames, check_segment
+from blobstore.views.params import (
+    FramesLayout,
+    PageFormat,
+    check_edge,
+    check_frames,
+    check_pages_exist,
+    check_segment,
+)
 from blobstore.views.runner import DecoderRunner
 
 PDF_TYPES: Final = frozenset({"application/pdf"})
@@ -211,6 +218,13 @@ class MediaViews:
         return {key: value for key, value in facts.items() if key in PUBLISHED_FACTS}
 
     # -- PDF ------------------------------------------------------------------------------------------------
+
+    async def page_count(self, source: Source, pages: tuple[int, ...] = ()) -> int:
+        """The PDF's number of pages, after checking that each of ``pages`` is one of them (``not_found``
+        for a page past the last, on every edge)."""
+        total = int((await self.facts(source)).get("pages", 0))
+        check_pages_exist(pages, total)
+        return total
 
     async def page_texts(self, source: Source, pages: tuple[int, ...]) -> list[View]:
         """The text layer of each page (UTF-8; empty for a page without one)."""
