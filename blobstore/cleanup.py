@@ -61,6 +61,7 @@ CLEANUP_ACTOR = "cleanup"
 MARK_LOCK = "cleanup:mark-unreferenced"
 STAGING_LOCK = "cleanup:staging-leftovers"
 ORPHAN_LOCK = "cleanup:orphans"
+TRIM_VIEWS_LOCK = "cleanup:trim-views"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +96,7 @@ class Cleanup:
         dry_run: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
         progress: CleanupProgress | None = None,
+        view_cache_max_bytes: int | None = None,
     ) -> None:
         if grace_seconds < 0:
             raise InvalidRequest("grace must be >= 0 seconds")
@@ -111,6 +113,7 @@ class Cleanup:
         self.dry_run = dry_run
         self.batch_size = batch_size
         self.progress = progress
+        self.view_cache_max_bytes = view_cache_max_bytes
         self._due_cache: tuple[datetime, dict[str, int]] | None = None
 
     async def run(self, steps: Sequence[Step] = STEPS) -> CleanupReport:
@@ -180,6 +183,8 @@ class Cleanup:
             return result
         await self._expire_artifacts(now, result)
         await self._remove_renditions(now, result)
+        if self.view_cache_max_bytes is not None:
+            await self._trim_renditions(self.view_cache_max_bytes, result)
         return result
 
     async def _expire_artifacts(self, now: datetime, result: StepResult) -> None:
@@ -211,6 +216,15 @@ class Cleanup:
                 result.add("views_removed", len(batch))
             if len(batch) < self.batch_size:
                 return
+
+    async def _trim_renditions(self, max_bytes: int, result: StepResult) -> None:
+        """The oldest media views go while the cached ones add up to more than ``max_bytes``."""
+        async with self.repo.try_advisory_lock(TRIM_VIEWS_LOCK) as mine:
+            # One trimmer at a time: two would each delete the same excess.
+            if not mine:
+                return
+            while batch := await self.repo.trim_renditions(max_bytes=max_bytes, limit=self.batch_size):
+                result.add("views_trimmed", len(batch))
 
     # -- uploads ---------------------------------------------------------------------------------------------
 
@@ -413,6 +427,7 @@ async def run_cleanup(
         dry_run=dry_run,
         batch_size=batch_size,
         progress=progress,
+        view_cache_max_bytes=settings.view_cache_max_bytes,
     )
     return await cleanup.run(steps)
 

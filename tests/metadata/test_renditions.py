@@ -185,3 +185,27 @@ async def test_concurrent_commits_of_one_key_leave_one_rendition_and_one_blob(
     assert await blob_count(repo) == 1
     async with repo.engine.connect() as conn:
         assert await conn.scalar(sa.select(sa.func.count()).select_from(renditions)) == 1
+
+
+async def test_trimming_deletes_the_oldest_renditions_until_the_rest_fit(repo: MetadataRepository) -> None:
+    made = []
+    for age, content in enumerate([b"aaaa", b"bbbb", b"cccc", b"dddd"]):
+        rendition = NewRendition(
+            key=f"{age}" * 64,
+            source_sha256=SOURCE,
+            mime_type="text/plain",
+            meta={},
+            created_at=T0 + timedelta(minutes=age),
+            expires_at=None,
+        )
+        await repo.commit_rendition(blob=blob_info(content), rendition=rendition, now=T0)
+        made.append(rendition.key)
+
+    assert await repo.trim_renditions(max_bytes=16, limit=10) == []
+    first = await repo.trim_renditions(max_bytes=8, limit=1)
+    second = await repo.trim_renditions(max_bytes=8, limit=1)
+    third = await repo.trim_renditions(max_bytes=8, limit=1)
+
+    assert [r.key for r in first + second] == made[:2]
+    assert third == []
+    assert [await repo.get_rendition(key, now=T0) is not None for key in made] == [False, False, True, True]

@@ -5,6 +5,7 @@ cleanup with it. Run on SQLite with local storage and on PostgreSQL with S3."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -186,3 +187,21 @@ async def test_views_of_a_pinned_source_live_on_and_go_when_it_is_deleted(replic
 
 async def _once(data: bytes) -> AsyncIterator[bytes]:
     yield data
+
+
+async def test_a_view_cache_bound_makes_cleanup_delete_the_oldest_views(tmp_path: Path) -> None:
+    async with open_service(Settings(data_dir=tmp_path)) as service:
+        artifact = await put(service, media.text_pdf(3), "bounded.pdf")
+        views = MediaViews(service)
+        await page_text(views, artifact, 1)
+        newest = len((await page_text(views, artifact, 2)).encode())
+        assert (await figures(service))[0] == 3  # the facts (the oldest), page 1, page 2
+        parts = cleanup_parts(service)
+        bounded = service.settings.model_copy(update={"view_cache_max_bytes": newest})
+        report = await run_cleanup(dataclasses.replace(parts, settings=bounded), grace_seconds=0)
+        assert report.step("expire").details["views_trimmed"] == 2
+        assert (await figures(service))[0] == 1
+        again = MediaViews(service)
+        assert media.marker(2) in await page_text(again, artifact, 2)
+        assert media.marker(1) in await page_text(again, artifact, 1)
+        assert (again.cache.hits, again.cache.computed) == (1, 1)

@@ -112,6 +112,33 @@ class RenditionRepository(RepositoryBase):
             await conn.execute(sa.delete(renditions).where(renditions.c.key.in_(keys)))
         return [_rendition(row) for row in removed]
 
+    async def trim_renditions(self, *, max_bytes: int, limit: int) -> list[Rendition]:
+        """Delete the oldest renditions (by when they were made), up to ``limit`` of them, until the sizes of
+        those left add up to ``max_bytes`` or less, and return them (call again until none come back)."""
+        oldest = (
+            sa.select(renditions.c.key, renditions.c.size)
+            .order_by(renditions.c.created_at, renditions.c.key)
+            .limit(limit)
+        )
+        if self.dialect == "postgresql":
+            oldest = oldest.with_for_update(skip_locked=True)
+        async with self._engine.begin() as conn:
+            total = int(
+                await conn.scalar(sa.select(sa.func.coalesce(sa.func.sum(renditions.c.size), 0))) or 0
+            )
+            excess = total - max_bytes
+            if excess <= 0:
+                return []
+            keys: list[str] = []
+            for key, size in (await conn.execute(oldest)).all():
+                if excess <= 0:
+                    break
+                keys.append(key)
+                excess -= int(size)
+            removed = (await conn.execute(_with_blob().where(renditions.c.key.in_(keys)))).all()
+            await conn.execute(sa.delete(renditions).where(renditions.c.key.in_(keys)))
+        return [_rendition(row) for row in removed]
+
     async def renditions_due(self, *, now: datetime) -> tuple[int, int]:
         """How many renditions :meth:`remove_renditions` would delete at ``now``, and their bytes."""
         async with self._reader.connect() as conn:
