@@ -12,15 +12,18 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from blobstore.api.deps import app_state
 from blobstore.cleanup import run_cleanup
 from blobstore.config import Settings
 from blobstore.metadata.migrate import upgrade
 from blobstore.models import Artifact
 from blobstore.runtime import cleanup_parts, open_service
 from blobstore.service import ArtifactService
-from blobstore.views.engine import MediaViews
+from blobstore.views.engine import MediaViews, views_for
+from tests.fixtures.asgi import running_app
 from tests.mcp.conftest import CALLER, put
 from tests.views import media
 
@@ -129,6 +132,42 @@ async def test_replicas_on_one_database_and_storage_share_their_views(
         assert (on_b.cache.hits, on_b.cache.computed, on_b.runner.started) == (1, 0, 0)
         assert image_b == image_a
         assert image_b.data.startswith(b"\x89PNG")
+
+
+@pytest.mark.postgres
+@pytest.mark.s3
+async def test_a_page_read_over_http_on_one_replica_is_a_lookup_on_the_other(
+    pg_url: str, s3_storage_url: str, s3_endpoint_url: str, tmp_path: Path
+) -> None:
+    migrated_url = migrated(pg_url)
+
+    def settings(name: str) -> Settings:
+        return Settings(
+            data_dir=tmp_path / name,
+            database_url=migrated_url,
+            storage_url=s3_storage_url,
+            s3_endpoint_url=s3_endpoint_url,
+        )
+
+    async with running_app(settings("a")) as app_a, running_app(settings("b")) as app_b:
+        clients = [
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
+            for app in (app_a, app_b)
+        ]
+        async with clients[0] as on_a, clients[1] as on_b:
+            stored = await on_a.post("/v1/artifacts", params={"name": "r.pdf"}, content=media.text_pdf(3))
+            assert stored.status_code == 201
+            page = f"/v1/artifacts/{stored.json()['id']}/pages/3.txt"
+            first = await on_a.get(page)
+            second = await on_b.get(page)
+        engines = [views_for(app_state(app).runtime.service) for app in (app_a, app_b)]
+    assert first.status_code == second.status_code == 200
+    assert media.marker(3) in second.text
+    assert second.content == first.content
+    assert second.headers["etag"] == first.headers["etag"]
+    assert engines[0].cache.computed == 2  # the facts (at upload) and the page
+    assert (engines[1].cache.computed, engines[1].runner.started) == (0, 0)
+    assert engines[1].cache.hits == 2  # the facts (page count) and the page
 
 
 async def test_cleanup_after_the_source_expires_removes_its_renditions_and_only_blobs_nothing_uses(
