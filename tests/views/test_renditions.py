@@ -190,8 +190,11 @@ async def test_cleanup_after_the_source_expires_removes_its_renditions_and_only_
         assert expires is not None
         service.clock.source = lambda: expires + timedelta(seconds=1)
 
+        planned = await run_cleanup(cleanup_parts(service), grace_seconds=0, dry_run=True)
+        assert await figures(service) == (5, 6)
         report = await run_cleanup(cleanup_parts(service), grace_seconds=0)
 
+        assert planned.step("expire").details["views_removed"] == 3
         assert report.step("expire").details["views_removed"] == 3  # brief's facts and its two pages
         assert report.step("blobs").items == 2  # the brief PDF and its facts
         assert await figures(service) == (2, 4)
