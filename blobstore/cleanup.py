@@ -6,17 +6,19 @@ at once:
 ``expire``
     Delete the rows of artifacts whose ``expires_at`` has passed (pinned ones never expire), in batches that
     replicas take with ``SKIP LOCKED``. Reads already answer "not found" from the moment of expiry; this only
-    makes the rows go away and tells listeners (MCP subscribers) about it.
+    makes the rows go away and tells listeners (MCP subscribers) about it. Then delete the renditions (media
+    views) past their expiry or whose source content no live artifact holds any more: their blobs are then
+    unreferenced, and the ``blobs`` step frees them like any other.
 ``uploads``
     Completions whose process died (their completion lease ran out): back to ``open``. Upload sessions past
     their lease: move them to ``expired``, free their staging, drop the row; drop the rows of finished
     sessions past their lease; free staging areas no session knows (older than the grace period).
 ``blobs``
-    Two-phase sweep of blobs no artifact references: mark when first seen unreferenced, tombstone once they
-    stayed unreferenced for the grace period (with a zero grace, in the run that marks them; row locks make a
-    concurrent dedup commit and the tombstone exclusive: the commit either keeps the blob live or stores its
-    own new generation), delete the generation, then drop the row. A crash after the tombstone leaves a
-    tombstoned row that the next run finishes.
+    Two-phase sweep of blobs no artifact or rendition references: mark when first seen unreferenced,
+    tombstone once they stayed unreferenced for the grace period (with a zero grace, in the run that marks
+    them; row locks make a concurrent dedup commit and the tombstone exclusive: the commit either keeps the
+    blob live or stores its own new generation), delete the generation, then drop the row. A crash after the
+    tombstone leaves a tombstoned row that the next run finishes.
 ``orphans``
     Storage objects no blob row names (a crash between publishing a generation and committing its row), older
     than the grace period: listed in pass one, re-checked against the metadata right before deleting in pass
@@ -33,7 +35,7 @@ import contextlib
 import functools
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -59,6 +61,7 @@ CLEANUP_ACTOR = "cleanup"
 MARK_LOCK = "cleanup:mark-unreferenced"
 STAGING_LOCK = "cleanup:staging-leftovers"
 ORPHAN_LOCK = "cleanup:orphans"
+TRIM_VIEWS_LOCK = "cleanup:trim-views"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +77,6 @@ class CleanupParts:
     audit: AuditLog
     events: ArtifactEvents
     clock: Clock
-    sweep_views: Callable[[], Awaitable[int]] | None = None
-    """Deletes the media views whose artifacts have all expired, and says how many (``expire`` runs it)."""
 
 
 class Cleanup:
@@ -95,6 +96,7 @@ class Cleanup:
         dry_run: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
         progress: CleanupProgress | None = None,
+        view_cache_max_bytes: int | None = None,
     ) -> None:
         if grace_seconds < 0:
             raise InvalidRequest("grace must be >= 0 seconds")
@@ -111,6 +113,7 @@ class Cleanup:
         self.dry_run = dry_run
         self.batch_size = batch_size
         self.progress = progress
+        self.view_cache_max_bytes = view_cache_max_bytes
         self._due_cache: tuple[datetime, dict[str, int]] | None = None
 
     async def run(self, steps: Sequence[Step] = STEPS) -> CleanupReport:
@@ -174,7 +177,17 @@ class Cleanup:
         if self.dry_run:
             result.items = due["expired_artifacts"]
             result.expired_bytes = due["expired_artifact_bytes"]
+            views, _ = await self.repo.renditions_due(now=now)
+            if views:
+                result.add("views_removed", views)
             return result
+        await self._expire_artifacts(now, result)
+        await self._remove_renditions(now, result)
+        if self.view_cache_max_bytes is not None:
+            await self._trim_renditions(self.view_cache_max_bytes, result)
+        return result
+
+    async def _expire_artifacts(self, now: datetime, result: StepResult) -> None:
         while True:
             batch = await self.repo.expire_artifacts(now=now, limit=self.batch_size)
             for artifact in batch:
@@ -192,7 +205,26 @@ class Cleanup:
                 await self.events.emit(ArtifactEvent(ArtifactChange.EXPIRED, artifact.id, artifact.namespace))
             self._advance("expire", len(batch))
             if len(batch) < self.batch_size:
-                return result
+                return
+
+    async def _remove_renditions(self, now: datetime, result: StepResult) -> None:
+        """Media views live as long as the longest-lived artifact they were made for, and no longer than some
+        live artifact holds their source content (a pinned source's views go when it is deleted)."""
+        while True:
+            batch = await self.repo.remove_renditions(now=now, limit=self.batch_size)
+            if batch:
+                result.add("views_removed", len(batch))
+            if len(batch) < self.batch_size:
+                return
+
+    async def _trim_renditions(self, max_bytes: int, result: StepResult) -> None:
+        """The oldest media views go while the cached ones add up to more than ``max_bytes``."""
+        async with self.repo.try_advisory_lock(TRIM_VIEWS_LOCK) as mine:
+            # One trimmer at a time: two would each delete the same excess.
+            if not mine:
+                return
+            while batch := await self.repo.trim_renditions(max_bytes=max_bytes, limit=self.batch_size):
+                result.add("views_trimmed", len(batch))
 
     # -- uploads ---------------------------------------------------------------------------------------------
 
@@ -395,14 +427,9 @@ async def run_cleanup(
         dry_run=dry_run,
         batch_size=batch_size,
         progress=progress,
+        view_cache_max_bytes=settings.view_cache_max_bytes,
     )
-    report = await cleanup.run(steps)
-    if "expire" in steps and not dry_run and parts.sweep_views is not None:
-        # Media views live as long as the longest-lived artifact they were made for: past that, they go too.
-        removed = await parts.sweep_views()
-        if removed:
-            report.step("expire").add("views_removed", removed)
-    return report
+    return await cleanup.run(steps)
 
 
 async def run_periodic_cleanup(

@@ -126,6 +126,10 @@ class Settings(BaseSettings):
     """Decoder worker processes running at once; further views wait for one."""
     view_memory_bytes: int = Field(default=2 * 1024 * MiB, ge=256 * MiB)
     """Address-space limit of one decoder worker; a decoder that needs more fails with ``view_too_large``."""
+    view_cache_max_bytes: int | None = Field(default=None, gt=0)
+    """A rough bound on the cached views: when their sizes add up to more, cleanup's ``expire`` step deletes
+    the oldest until they fit (a blob two views share counts twice). None: views live as long as their
+    sources."""
 
     mcp_files_capability: Literal["off", "experimental"] = "off"
     """``experimental``: the MCP server advertises SEP-2631's ``files`` capability (under ``experimental``)

@@ -201,6 +201,34 @@ class NewArtifact:
 
 
 @dataclass(frozen=True, slots=True)
+class NewRendition:
+    """A rendition (a media view) to record over a blob of its bytes."""
+
+    key: str
+    """``sha256(source sha256 + parameters + renderer version)``, hex."""
+    source_sha256: str
+    mime_type: str
+    meta: dict[str, Any]
+    created_at: datetime
+    expires_at: datetime | None
+    """The latest expiry of the artifacts it is made for; None while one of them never expires."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rendition:
+    """A ``renditions`` row with the blob that holds its bytes."""
+
+    key: str
+    source_sha256: str
+    blob: BlobRecord
+    mime_type: str
+    meta: dict[str, Any]
+    size: int
+    created_at: datetime
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
 class CommitResult:
     artifact: Artifact
     blob: BlobRecord

@@ -4,7 +4,7 @@ Time-to-live and the namespace quota, the single-request upload (verify while wr
 content is live already not written at all), and the commit of a published blob: MIME sniffing and the media
 probe, dedup onto an existing live blob only after every byte was received and hashed, the ``created`` event.
 A chunked upload's completion (:mod:`blobstore.upload_sessions`) commits its joined blob through the same
-:meth:`Publisher.publish`.
+:meth:`Publisher.publish`, and a media view its bytes through :meth:`Publisher.publish_rendition`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from blobstore.errors import BlobstoreError, ContentNotLive, InvalidRequest, Quo
 from blobstore.events import ArtifactChange, ArtifactEvent, ArtifactEvents
 from blobstore.ids import new_artifact_id
 from blobstore.media import PROBE_BYTES, probe, resolve_mime
-from blobstore.models import Artifact, BlobInfo, Caller, CompletionClaim, NewArtifact
+from blobstore.models import Artifact, BlobInfo, Caller, CompletionClaim, NewArtifact, NewRendition, Rendition
 from blobstore.records import PublishRecords
 from blobstore.storage.base import NOT_KEPT, BlobStore, Present
 from blobstore.validation import validate_metadata, validate_mime, validate_name
@@ -213,6 +213,26 @@ class Publisher:
             await self.blobs.delete(blob.key)
         await self.events.emit(ArtifactEvent(ArtifactChange.CREATED, result.artifact.id, caller.namespace))
         return result.artifact
+
+    # -- renditions -----------------------------------------------------------------------------------------
+
+    async def publish_rendition(self, data: bytes, sha256: str, rendition: NewRendition) -> Rendition:
+        """Store a rendition's bytes as a blob (written, checked against ``sha256`` and published by the blob
+        store like an artifact's) and commit its row; what the key holds afterwards.
+
+        Identical bytes dedup onto their live blob; a rendition of the key that another replica committed
+        meanwhile is kept instead of this one. Either way this generation is deleted again unless the row now
+        uses it; on failure it is deleted too, so nothing is left for the orphan sweep but after a crash.
+        """
+        blob = await self.blobs.put(_once(data), expected_size=len(data), expected_sha256=sha256)
+        try:
+            stored = await self.repo.commit_rendition(blob=blob, rendition=rendition, now=self.clock())
+        except BaseException:
+            await self.blobs.delete(blob.key)
+            raise
+        if stored.blob.info.key != blob.key:
+            await self.blobs.delete(blob.key)
+        return stored
 
     def _present_content(self) -> Present | None:
         """For ``put``: whether a live blob holds a short body's content already (looked up on the worker

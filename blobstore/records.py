@@ -20,6 +20,8 @@ from blobstore.models import (
     CommitResult,
     CompletionClaim,
     NewArtifact,
+    NewRendition,
+    Rendition,
     TokenRecord,
     UploadSession,
     UploadState,
@@ -51,8 +53,22 @@ class UploadTransitions(Protocol):
     ) -> bool: ...
 
 
-class PublishRecords(Protocol):
-    """The quota and the commit of a new artifact (:class:`~blobstore.publishing.Publisher`)."""
+class RenditionRecords(Protocol):
+    """Renditions (media views) as blobs: found by key, committed over a published blob, kept alive as long
+    as the longest-lived artifact they serve (:meth:`~blobstore.publishing.Publisher.publish_rendition`, the
+    view cache)."""
+
+    async def get_rendition(self, key: str, *, now: datetime) -> Rendition | None: ...
+
+    async def commit_rendition(
+        self, *, blob: BlobInfo, rendition: NewRendition, now: datetime
+    ) -> Rendition: ...
+
+    async def extend_rendition(self, key: str, expires_at: datetime | None) -> None: ...
+
+
+class PublishRecords(RenditionRecords, Protocol):
+    """The quota and the commit of a new artifact or rendition (:class:`~blobstore.publishing.Publisher`)."""
 
     async def namespace_usage(self, namespace: str, *, now: datetime) -> int: ...
 
@@ -140,6 +156,12 @@ class CleanupRecords(FreeingRecords, ChunkRecords, UploadTransitions, StorageKey
     async def cleanup_due(self, *, now: datetime, older_than: datetime) -> dict[str, int]: ...
 
     async def expire_artifacts(self, *, now: datetime, limit: int) -> list[Artifact]: ...
+
+    async def remove_renditions(self, *, now: datetime, limit: int) -> list[Rendition]: ...
+
+    async def renditions_due(self, *, now: datetime) -> tuple[int, int]: ...
+
+    async def trim_renditions(self, *, max_bytes: int, limit: int) -> list[Rendition]: ...
 
     async def list_completing_uploads(self, *, after_id: str, limit: int) -> list[UploadSession]: ...
 

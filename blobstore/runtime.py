@@ -115,7 +115,6 @@ def cleanup_parts(service: ArtifactService) -> CleanupParts:
         audit=service.audit,
         events=service.events,
         clock=service.clock,
-        sweep_views=views_for(service).sweep,
     )
 
 

@@ -19,7 +19,7 @@ from typing import Any, Final, Protocol
 
 import anyio
 
-from blobstore.views.cache import read_private, write_private
+from blobstore.private_files import read_private, write_private
 from blobstore.views.cache import rendition_key as content_key
 
 RENDITION_VERSION: Final = "1"

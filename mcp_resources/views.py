@@ -168,21 +168,13 @@ async def read_view_uri(views: MediaViews, caller: Caller, ref: ViewRef) -> View
         view = await views.audio(source, ref.start, ref.duration)
         return ViewContents("audio/wav", None, view.data, view.meta, source)
     source = await views.open(caller, ref.artifact_id, kinds=("pdf",))
-    facts = await views.facts(source)
-    _check_pages((ref.page,), facts)
+    total = await views.page_count(source, (ref.page,))
     if ref.kind == "page_text":
         (text,) = await views.page_texts(source, (ref.page,))
-        meta = {**text.meta, "pages": facts["pages"]}
+        meta = {**text.meta, "pages": total}
         return ViewContents("text/plain", text.data.decode("utf-8"), None, meta, source)
     image = await views.page_image(source, ref.page)
     return ViewContents("image/png", None, image.data, image.meta, source)
-
-
-def _check_pages(pages: tuple[int, ...], facts: dict[str, Any]) -> None:
-    total = int(facts.get("pages", 0))
-    past = [page for page in pages if page > total]
-    if past:
-        raise InvalidRequest(f"the PDF has {total} pages; page {past[0]} does not exist", pages=total)
 
 
 # -- read_artifact --------------------------------------------------------------------------------------
@@ -276,9 +268,7 @@ async def _pages_result(
     assert args.pages is not None
     pages = parse_pages(args.pages, views.max_pages)
     source = await views.open(caller, artifact_id, kinds=("pdf",))
-    facts = await views.facts(source)
-    _check_pages(pages, facts)
-    total = int(facts["pages"])
+    total = await views.page_count(source, pages)
     read = await views.pages(source, pages, args.page_format, args.max_edge)
     name = source.artifact.name
     what = {"text": "text layer", "image": "page images", "both": "text layer and page images"}

@@ -194,7 +194,7 @@ def _ids(ids: list[int]) -> str:
 @data_dir_option
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def stats_command(data_dir: str | None, as_json: bool) -> None:
-    """Artifacts, blobs, bytes, dedup ratio, open uploads and what is due for cleanup."""
+    """Artifacts, blobs, bytes, cached media views, dedup ratio, open uploads and what is due for cleanup."""
     settings = settings_from(data_dir=data_dir)
 
     async def action(service: ArtifactService) -> dict[str, Any]:
@@ -216,6 +216,7 @@ def stats_command(data_dir: str | None, as_json: bool) -> None:
     ratio = figures["dedup_ratio"]
     click.echo(f"artifacts      {figures['artifacts']:>10}  {human_bytes(figures['bytes_logical'])}")
     click.echo(f"blobs          {figures['blobs']:>10}  {human_bytes(figures['bytes_stored'])}")
+    click.echo(f"views          {figures['renditions']:>10}  {human_bytes(figures['rendition_bytes'])}")
     click.echo(f"dedup ratio    {'-' if ratio is None else f'{ratio:.2f}':>10}")
     click.echo(f"open uploads   {figures['open_uploads']:>10}")
     click.echo("due for cleanup")

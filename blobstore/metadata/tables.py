@@ -70,6 +70,29 @@ artifacts = sa.Table(
     sa.Index(None, "namespace", "created_at", "id"),
     sa.Index(None, "blob_id"),
     sa.Index(None, "expires_at"),
+    # Whether a rendition's source still lives: cleanup asks for live artifacts by content.
+    sa.Index(None, "sha256"),
+)
+
+# Renditions (media views): products derived from a source's content, keyed by ``sha256(source sha256 +
+# parameters + renderer version)`` and stored as ordinary blobs, so they dedup like artifacts and replicas
+# share them. A rendition references its blob like an artifact does (``blob_id``), so the blob sweep never
+# takes a blob a rendition uses. ``expires_at`` is the latest expiry of the artifacts it was made for (null:
+# a source that never expires); cleanup deletes it past that, or once no live artifact has its source.
+renditions = sa.Table(
+    "renditions",
+    metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("source_sha256", sa.String(64), nullable=False),
+    sa.Column("blob_id", BigId, sa.ForeignKey("blobs.id"), nullable=False),
+    sa.Column("mime_type", sa.String(255), nullable=False),
+    sa.Column("meta", sa.JSON(), nullable=False),
+    sa.Column("size", sa.BigInteger(), nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("expires_at", Timestamp, nullable=True),
+    sa.Index(None, "blob_id"),
+    sa.Index(None, "source_sha256"),
+    sa.Index(None, "expires_at"),
 )
 
 uploads = sa.Table(

@@ -1,25 +1,29 @@
 """Media views cached as renditions: content-addressed, immutable, living as long as their source.
 
-A view's key is ``sha256(source sha256 + view parameters + renderer version)``
-(:func:`rendition_key`): every artifact over the same bytes shares one product, and bumping
-:data:`VIEW_VERSION` when a decoder changes retires every old product. Each entry records the latest expiry of
-the sources it was made for; past it a read is a miss and cleanup deletes the file (:meth:`ViewStore.sweep`).
-Entries are reached only through a source artifact the caller may read, so a key never crosses namespaces.
+A view's key is ``sha256(source sha256 + view parameters + renderer version)`` (:func:`rendition_key`):
+every artifact over the same bytes shares one product, and bumping :data:`VIEW_VERSION` when a decoder
+changes retires every old product. The product is a rendition of the store (:class:`ViewStore`): its bytes an
+ordinary blob, written and verified like an artifact's and deduplicated like one, its row in the metadata
+database, so every replica over the same database and storage shares it. Each rendition records the latest
+expiry of the artifacts it was made for; past it a read is a miss, and cleanup deletes it then, or as soon as
+no live artifact holds its source content. Renditions are reached only through a source artifact the caller
+may read, so a key never crosses namespaces.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
+
+from blobstore.models import NewRendition, Rendition
+from blobstore.records import RenditionRecords
+from blobstore.storage.base import BlobStore
 
 VIEW_VERSION: Final = "1"
 _THREADS = anyio.CapacityLimiter(4)
@@ -36,6 +40,19 @@ def rendition_key(source_sha256: str, params: Mapping[str, Any], version: str) -
 
 
 @dataclass(frozen=True, slots=True)
+class ViewKey:
+    """Where a view is cached: its rendition key, and the source content it derives from (which decides how
+    long it lives)."""
+
+    key: str
+    source_sha256: str
+
+    @classmethod
+    def of(cls, source_sha256: str, params: Mapping[str, Any]) -> ViewKey:
+        return cls(rendition_key(source_sha256, params, VIEW_VERSION), source_sha256)
+
+
+@dataclass(frozen=True, slots=True)
 class View:
     """One cached product: its bytes, their type and the facts the answer states (page, times, size)."""
 
@@ -44,91 +61,55 @@ class View:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def write_private(path: Path, header: bytes, data: bytes) -> None:
-    """``header`` line and ``data`` into ``path`` atomically (directories 0700, file 0600, fsynced)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(header + b"\n" + data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+class RenditionPublisher(Protocol):
+    """Stores a rendition's bytes as a blob and commits its row
+    (:meth:`~blobstore.publishing.Publisher.publish_rendition`)."""
+
+    async def publish_rendition(self, data: bytes, sha256: str, rendition: NewRendition) -> Rendition: ...
 
 
-def read_private(path: Path) -> tuple[dict[str, Any], bytes] | None:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    header, _, data = raw.partition(b"\n")
-    return json.loads(header), data
-
-
-def _expiry_text(expires_at: datetime | None) -> str | None:
-    return None if expires_at is None else expires_at.isoformat()
-
-
-def _outlives(stored: str | None, wanted: datetime | None) -> bool:
-    """Whether an entry stored with expiry ``stored`` lives at least as long as ``wanted`` asks."""
+def _outlives(stored: datetime | None, wanted: datetime | None) -> bool:
+    """Whether a rendition stored with expiry ``stored`` lives at least as long as ``wanted`` asks."""
     if stored is None:
         return True
-    return wanted is not None and datetime.fromisoformat(stored) >= wanted
+    return wanted is not None and stored >= wanted
 
 
 class ViewStore:
-    """Views as files ``<root>/<key[:2]>/<key>``: a JSON header line (type, facts, expiry), then the bytes."""
+    """Views as renditions: rows in the metadata database, bytes in the blob store."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, records: RenditionRecords, publisher: RenditionPublisher, blobs: BlobStore) -> None:
+        self.records = records
+        self.publisher = publisher
+        self.blobs = blobs
 
-    def _path(self, key: str) -> Path:
-        return self.root / key[:2] / key
-
-    def _get(self, key: str, now: datetime) -> tuple[View, str | None] | None:
-        found = read_private(self._path(key))
+    async def get(self, key: str, now: datetime) -> tuple[View, datetime | None] | None:
+        """The live view of ``key`` (every byte checked against its blob's block digests) and its expiry."""
+        found = await self.records.get_rendition(key, now=now)
         if found is None:
             return None
-        header, data = found
-        expires = header.get("expires_at")
-        if expires is not None and datetime.fromisoformat(expires) <= now:
-            return None
-        return View(data=data, mime_type=header["mime_type"], meta=header.get("meta", {})), expires
+        parts = [piece async for piece in self.blobs.read(found.blob.info, 0, found.size)]
+        view = View(data=b"".join(parts), mime_type=found.mime_type, meta=found.meta)
+        return view, found.expires_at
 
-    async def get(self, key: str, now: datetime) -> tuple[View, str | None] | None:
-        """The live entry and its expiry, or None."""
-        return await anyio.to_thread.run_sync(self._get, key, now, limiter=_THREADS)
+    async def put(self, key: ViewKey, view: View, expires_at: datetime | None, now: datetime) -> None:
+        digest = await anyio.to_thread.run_sync(_sha256, view.data, limiter=_THREADS)
+        rendition = NewRendition(
+            key=key.key,
+            source_sha256=key.source_sha256,
+            mime_type=view.mime_type,
+            meta=view.meta,
+            created_at=now,
+            expires_at=expires_at,
+        )
+        await self.publisher.publish_rendition(view.data, digest, rendition)
 
-    async def put(self, key: str, view: View, expires_at: datetime | None) -> None:
-        header = json.dumps(
-            {"mime_type": view.mime_type, "meta": view.meta, "expires_at": _expiry_text(expires_at)},
-            separators=(",", ":"),
-        ).encode()
-        await anyio.to_thread.run_sync(write_private, self._path(key), header, view.data, limiter=_THREADS)
+    async def extend(self, key: str, expires_at: datetime | None) -> None:
+        await self.records.extend_rendition(key, expires_at)
 
-    def _sweep(self, now: datetime) -> int:
-        removed = 0
-        if not self.root.is_dir():
-            return 0
-        for path in self.root.glob("??/*"):
-            try:
-                with path.open("rb") as file:
-                    header = json.loads(file.readline())
-            except (OSError, ValueError):
-                continue
-            expires = header.get("expires_at")
-            if expires is not None and datetime.fromisoformat(expires) <= now:
-                path.unlink(missing_ok=True)
-                removed += 1
-        return removed
 
-    async def sweep(self, now: datetime) -> int:
-        """Delete every entry whose sources have all expired; how many went."""
-        return await anyio.to_thread.run_sync(self._sweep, now, limiter=_THREADS)
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 class ViewCache:
@@ -143,30 +124,30 @@ class ViewCache:
         """Views decoded (not found in the store)."""
         self._locks: dict[str, anyio.Lock] = {}
 
-    async def lookup(self, key: str, expires_at: datetime | None) -> View | None:
+    async def lookup(self, key: ViewKey, expires_at: datetime | None) -> View | None:
         """The stored view (counted as a hit), kept alive at least until ``expires_at``; or None."""
-        found = await self.store.get(key, self.clock())
+        found = await self.store.get(key.key, self.clock())
         if found is None:
             return None
         view, stored = found
         if not _outlives(stored, expires_at):
-            # Another artifact over the same bytes lives longer than the one the entry was made for.
-            await self.store.put(key, view, expires_at)
+            # Another artifact over the same bytes lives longer than the one the rendition was made for.
+            await self.store.extend(key.key, expires_at)
         self.hits += 1
         return view
 
-    async def put(self, key: str, view: View, expires_at: datetime | None) -> None:
+    async def put(self, key: ViewKey, view: View, expires_at: datetime | None) -> None:
         """Store a view just decoded (counted as computed)."""
         self.computed += 1
-        await self.store.put(key, view, expires_at)
+        await self.store.put(key, view, expires_at, self.clock())
 
     async def get_or_create(
-        self, key: str, expires_at: datetime | None, compute: Callable[[], Awaitable[View]]
+        self, key: ViewKey, expires_at: datetime | None, compute: Callable[[], Awaitable[View]]
     ) -> View:
         found = await self.lookup(key, expires_at)
         if found is not None:
             return found
-        lock = self._locks.setdefault(key, anyio.Lock())
+        lock = self._locks.setdefault(key.key, anyio.Lock())
         try:
             async with lock:
                 found = await self.lookup(key, expires_at)
@@ -177,4 +158,4 @@ class ViewCache:
                 return made
         finally:
             if not lock.locked() and lock.statistics().tasks_waiting == 0:
-                self._locks.pop(key, None)
+                self._locks.pop(key.key, None)

@@ -3,7 +3,8 @@
 :class:`MediaViews` looks the source up for the caller (so another namespace's artifact is "not found", as
 everywhere), keys the view by the source's content and the view's parameters, answers from the cache when it
 can and otherwise runs the decoder in a worker process (:mod:`blobstore.views.runner`) over the blob's file
-(local storage) or a private spooled copy (memory, S3).
+(local storage) or a private spooled copy (memory, S3). The cache is the store's renditions
+(:mod:`blobstore.views.cache`), shared by every replica over the same database and storage.
 """
 
 from __future__ import annotations
@@ -25,9 +26,16 @@ from blobstore.errors import BlobstoreError, UnsupportedMedia
 from blobstore.models import Artifact, BlobInfo, Caller
 from blobstore.service import ArtifactService
 from blobstore.storage.base import NOT_KEPT
-from blobstore.views.cache import VIEW_VERSION, View, ViewCache, ViewStore, rendition_key
+from blobstore.views.cache import View, ViewCache, ViewKey, ViewStore
 from blobstore.views.decoders import Decoded, ocr_command
-from blobstore.views.params import FramesLayout, PageFormat, check_edge, check_frames, check_segment
+from blobstore.views.params import (
+    FramesLayout,
+    PageFormat,
+    check_edge,
+    check_frames,
+    check_pages_exist,
+    check_segment,
+)
 from blobstore.views.runner import DecoderRunner
 
 PDF_TYPES: Final = frozenset({"application/pdf"})
@@ -37,6 +45,8 @@ PUBLISHED_FACTS: Final = frozenset(
 )
 """The deep facts kept in an artifact's ``media`` (its JSON, its ``resource_link`` description)."""
 _NOT_IMAGES: Final = frozenset({"image/svg+xml"})
+SPOOL_DIR: Final = "view-sources"
+"""Under the data directory: private copies of sources on S3 or in memory, each while a decoder reads it."""
 
 
 def kind_of(mime_type: str) -> str | None:
@@ -78,11 +88,12 @@ class PageView:
 
 
 class MediaViews:
-    def __init__(self, service: ArtifactService, *, root: Path | None = None) -> None:
+    def __init__(self, service: ArtifactService, *, spool: Path | None = None) -> None:
         settings = service.settings
         self.service = service
-        self.root = root if root is not None else settings.data_dir / "views"
-        self.cache = ViewCache(ViewStore(self.root), service.clock)
+        self.spool = spool if spool is not None else settings.data_dir / SPOOL_DIR
+        """Where the bytes of a source not on local disk are copied for a decoder (removed afterwards)."""
+        self.cache = ViewCache(ViewStore(service.repo, service.publisher, service.blobs), service.clock)
         self.runner = DecoderRunner(
             workers=settings.view_workers,
             timeout=settings.view_timeout_seconds,
@@ -117,7 +128,7 @@ class MediaViews:
         if local is not None:
             yield str(local)
             return
-        spool = self.root / "tmp"
+        spool = self.spool
         await anyio.Path(spool).mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(dir=spool, prefix="source-")
         os.close(fd)
@@ -137,12 +148,13 @@ class MediaViews:
         async with self._path(source.blob) as path:
             return await self.runner.run(op, path=path, **args)
 
-    def _key(self, source: Source, params: Mapping[str, Any]) -> str:
-        return rendition_key(source.artifact.sha256, params, VIEW_VERSION)
+    def _key(self, source: Source, params: Mapping[str, Any]) -> ViewKey:
+        return ViewKey.of(source.artifact.sha256, params)
 
     @staticmethod
     def _expiry(source: Source) -> datetime | None:
-        return source.artifact.expires_at
+        """How long the views of ``source`` live: as long as it does (a pinned one, for good)."""
+        return None if source.artifact.pinned else source.artifact.expires_at
 
     async def _one(
         self, source: Source, params: Mapping[str, Any], compute: Callable[[], Awaitable[View]]
@@ -191,7 +203,7 @@ class MediaViews:
                 data=json.dumps(decoded.meta).encode(), mime_type="application/json", meta=decoded.meta
             )
 
-        key = rendition_key(sha256, {"op": "facts", "kind": kind}, VIEW_VERSION)
+        key = ViewKey.of(sha256, {"op": "facts", "kind": kind})
         view = await self.cache.get_or_create(key, expires_at, compute)
         return dict(view.meta)
 
@@ -211,6 +223,13 @@ class MediaViews:
         return {key: value for key, value in facts.items() if key in PUBLISHED_FACTS}
 
     # -- PDF ------------------------------------------------------------------------------------------------
+
+    async def page_count(self, source: Source, pages: tuple[int, ...] = ()) -> int:
+        """The PDF's number of pages, after checking that each of ``pages`` is one of them (``not_found``
+        for a page past the last, on every edge)."""
+        total = int((await self.facts(source)).get("pages", 0))
+        check_pages_exist(pages, total)
+        return total
 
     async def page_texts(self, source: Source, pages: tuple[int, ...]) -> list[View]:
         """The text layer of each page (UTF-8; empty for a page without one)."""
@@ -309,12 +328,6 @@ class MediaViews:
             return View(data=data, mime_type="image/png", meta=meta)
 
         return await self._one(source, params, compute)
-
-    # -- upkeep ---------------------------------------------------------------------------------------------
-
-    async def sweep(self) -> int:
-        """Delete the views whose sources have all expired (cleanup's ``expire`` step calls this)."""
-        return await self.cache.store.sweep(self.service.clock())
 
 
 _ENGINES: weakref.WeakKeyDictionary[ArtifactService, MediaViews] = weakref.WeakKeyDictionary()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Final, Literal
 
-from blobstore.errors import InvalidRequest
+from blobstore.errors import InvalidRequest, NotFound
 
 PageFormat = Literal["text", "image", "both"]
 FramesLayout = Literal["frames", "sheet"]
@@ -38,6 +38,15 @@ def parse_pages(spec: str, max_pages: int) -> tuple[int, ...]:
         if len(pages) > max_pages:
             raise InvalidRequest(f"at most {max_pages} pages per read", max_pages=max_pages)
     return tuple(pages)
+
+
+def check_pages_exist(pages: tuple[int, ...], total: int) -> None:
+    """Every page is one of the document's ``total``. A page past the last names no resource, on HTTP
+    (``/pages/43.txt``) as on MCP (``…/pages/43.txt``, or ``pages="43"``): ``not_found`` with the page
+    count, so the caller can ask for one that exists."""
+    past = [page for page in pages if page > total]
+    if past:
+        raise NotFound(f"the PDF has {total} pages; page {past[0]} does not exist", pages=total)
 
 
 def parse_page(text: str) -> int:

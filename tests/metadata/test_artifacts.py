@@ -236,7 +236,15 @@ async def test_stats_count_artifacts_blobs_and_bytes(repo: MetadataRepository) -
 
     stats = await repo.stats(now=T0)
 
-    assert stats == {"artifacts": 2, "blobs": 2, "bytes_stored": 8, "bytes_logical": 10, "open_uploads": 0}
+    assert stats == {
+        "artifacts": 2,
+        "blobs": 2,
+        "bytes_stored": 8,
+        "bytes_logical": 10,
+        "open_uploads": 0,
+        "renditions": 0,
+        "rendition_bytes": 0,
+    }
 
 
 async def test_find_artifacts_with_content_lists_visible_ones_of_the_namespace_newest_first(

@@ -124,6 +124,27 @@ async def test_audit_events_table_is_dropped_by_0004_and_restored_by_its_downgra
     assert await index_names(empty_database_url, "audit_events") == {"ix_audit_events_time"}
 
 
+async def test_renditions_table_is_added_by_0005_and_removed_by_its_downgrade(
+    empty_database_url: str,
+) -> None:
+    await migrate.upgrade_async(empty_database_url, "0004")
+    assert "renditions" not in await table_names(empty_database_url)
+
+    await migrate.upgrade_async(empty_database_url, "0005")
+    assert "renditions" in await table_names(empty_database_url)
+    assert await index_names(empty_database_url, "renditions") == {
+        "ix_renditions_blob_id",
+        "ix_renditions_source_sha256",
+        "ix_renditions_expires_at",
+    }
+    assert "ix_artifacts_sha256" in await index_names(empty_database_url, "artifacts")
+
+    await downgrade(empty_database_url, "0004")
+    assert await migrate.current_revision_async(empty_database_url) == "0004"
+    assert "renditions" not in await table_names(empty_database_url)
+    assert "ix_artifacts_sha256" not in await index_names(empty_database_url, "artifacts")
+
+
 @pytest.mark.postgres
 def test_replicas_migrating_at_once_all_succeed(pg_url: str) -> None:
     # Separate processes, like replicas: Alembic keeps its running environment in module globals.

@@ -38,8 +38,9 @@ async def store(media_set: MediaSet) -> AsyncIterator[ArtifactService]:
 
 @pytest.fixture
 def views(store: ArtifactService, tmp_path: Path) -> MediaViews:
-    """An engine with a cache of its own, so that its counts are this test's."""
-    return MediaViews(store, root=tmp_path / "views")
+    """An engine with counts of its own, so that they are this test's (its cache is the store's renditions,
+    shared with every other engine over the media set)."""
+    return MediaViews(store, spool=tmp_path / "spool")
 
 
 async def test_each_page_text_holds_its_own_marker_and_no_other(
@@ -172,21 +173,21 @@ async def test_a_second_identical_view_is_a_cache_lookup(views: MediaViews, medi
     assert views.cache.hits == hits + 1
 
 
-async def test_views_expire_with_their_source_and_cleanup_removes_them(
-    store: ArtifactService, tmp_path: Path
-) -> None:
-    views = MediaViews(store, root=tmp_path / "views")
-    artifact = await put(store, media.text_pdf(2), "short.pdf")
-    source = await views.open(CALLER, artifact.id)
-    await views.facts(source)
-    await views.page_texts(source, (1,))
-    assert len(list((tmp_path / "views").glob("??/*"))) == 2  # the facts and the page
-    assert await views.sweep() == 0
-    expires = artifact.expires_at
-    assert expires is not None
-    store.clock.source = lambda: expires + timedelta(seconds=1)
-    assert await views.sweep() == 2
-    assert list((tmp_path / "views").glob("??/*")) == []
+async def test_views_expire_with_their_source(tmp_path: Path) -> None:
+    async with open_service(Settings(data_dir=tmp_path)) as store:
+        views = MediaViews(store)
+        artifact = await put(store, media.text_pdf(2), "short.pdf")
+        source = await views.open(CALLER, artifact.id)
+        await views.facts(source)
+        await views.page_texts(source, (1,))
+        assert (await store.repo.stats(now=store.clock()))["renditions"] == 2  # the facts and the page
+        expires = artifact.expires_at
+        assert expires is not None
+        store.clock.source = lambda: expires + timedelta(seconds=1)
+        fresh = MediaViews(store)
+        # Past its source's expiry a rendition is a miss, whether or not cleanup has run.
+        assert await fresh.cache.lookup(fresh._key(source, {"op": "page_text", "page": 1}), None) is None
+        assert fresh.cache.hits == 0
 
 
 async def test_views_of_a_memory_store_decode_a_spooled_copy(tmp_path: Path) -> None:
@@ -196,7 +197,9 @@ async def test_views_of_a_memory_store_decode_a_spooled_copy(tmp_path: Path) -> 
         source = await views.open(CALLER, artifact.id)
         (text,) = await views.page_texts(source, (2,))
         assert media.marker(2) in text.data.decode()
-        assert list((tmp_path / "views" / "tmp").iterdir()) == []
+        assert views.spool.is_dir()
+        assert list(views.spool.iterdir()) == []
+        assert not (tmp_path / "views").exists()
 
 
 async def test_another_namespaces_artifact_is_not_found(views: MediaViews, media_set: MediaSet) -> None:
@@ -275,11 +278,12 @@ async def test_a_decompression_bomb_is_refused_before_decoding(
         await views.image(await views.open(CALLER, artifact.id), None)
 
 
-async def test_a_decoder_past_its_time_is_killed_and_reported(media_set: MediaSet, tmp_path: Path) -> None:
-    settings = media_set.settings.model_copy(update={"view_timeout_seconds": 0.001})
-    async with open_service(settings) as service:
-        views = MediaViews(service, root=tmp_path / "views")
-        source = await views.open(CALLER, media_set.ids["report.pdf"])
+async def test_a_decoder_past_its_time_is_killed_and_reported(tmp_path: Path) -> None:
+    # A store of its own: the media set's views are cached already.
+    async with open_service(Settings(data_dir=tmp_path, view_timeout_seconds=0.001)) as service:
+        artifact = await put(service, media.text_pdf(2), "slow.pdf")
+        views = MediaViews(service)
+        source = await views.open(CALLER, artifact.id)
         with pytest.raises(ViewTimeout):
             await views.facts(source)
         assert views.runner.killed == 1
@@ -296,28 +300,28 @@ async def test_a_cleanup_run_removes_the_views_of_expired_artifacts(tmp_path: Pa
         )
         views = views_for(service)
         await views.page_texts(await views.open(CALLER, artifact.id), (2,))
-        assert list((tmp_path / "views").glob("??/*"))
+        assert (await service.repo.stats(now=service.clock()))["renditions"] == 2
         expires = artifact.expires_at
         assert expires is not None
         service.clock.source = lambda: expires + timedelta(seconds=1)
-        report = await run_cleanup(cleanup_parts(service))
+        report = await run_cleanup(cleanup_parts(service), grace_seconds=0)
+        stats = await service.repo.stats(now=service.clock())
     assert report.step("expire").details["views_removed"] == 2  # the facts (taken at upload) and the page
-    assert list((tmp_path / "views").glob("??/*")) == []
+    assert (stats["renditions"], stats["blobs"]) == (0, 0)
 
 
 async def _once(data: bytes) -> AsyncIterator[bytes]:
     yield data
 
 
-async def test_no_more_decoders_run_at_once_than_the_workers_setting(
-    media_set: MediaSet, tmp_path: Path
-) -> None:
+async def test_no_more_decoders_run_at_once_than_the_workers_setting(tmp_path: Path) -> None:
     import anyio
 
-    settings = media_set.settings.model_copy(update={"view_workers": 1})
-    async with open_service(settings) as service:
-        views = MediaViews(service, root=tmp_path / "views")
-        source = await views.open(CALLER, media_set.ids["report.pdf"])
+    # A store of its own, so that every page is decoded here rather than found in the media set's cache.
+    async with open_service(Settings(data_dir=tmp_path, view_workers=1)) as service:
+        artifact = await put(service, media.text_pdf(3), "three.pdf")
+        views = MediaViews(service)
+        source = await views.open(CALLER, artifact.id)
         most = 0
         done = anyio.Event()
 

@@ -35,7 +35,7 @@ async def test_a_page_text_holds_its_marker_and_is_immutable(
     assert again.status_code == 304
     assert again.content == b""
     assert other.headers["etag"] != response.headers["etag"]
-    assert past.status_code == 404
+    assert (past.status_code, past.json()["code"], past.json()["pages"]) == (404, "not_found", PDF_PAGES)
 
 
 async def test_a_page_image_is_a_png_within_max_edge(http: httpx.AsyncClient, media_set: MediaSet) -> None:
@@ -73,6 +73,40 @@ async def test_frames_list_their_times_and_image_urls(http: httpx.AsyncClient, m
     for frame, image in zip(body["frames"], images, strict=True):
         assert image.headers["content-type"] == "image/jpeg"
         assert abs(media.gray_level(image.content) - 4 * round(frame["time_seconds"] * 10)) < 4
+
+
+@pytest.mark.parametrize(
+    ("name", "path"),
+    [
+        ("report.pdf", "pages/2.txt"),
+        ("report.pdf", "pages/2.png?max_edge=200"),
+        ("pattern.wav", "audio?start=1&duration=2"),
+        ("clip.mp4", "frames?count=2"),
+        ("clip.mp4", "frames/1.jpg?count=2"),
+    ],
+)
+async def test_head_of_a_view_sends_the_headers_of_its_get_without_the_body(
+    http: httpx.AsyncClient, media_set: MediaSet, name: str, path: str
+) -> None:
+    url = f"/v1/artifacts/{media_set.ids[name]}/{path}"
+    async with http:
+        head = await http.head(url)
+        get = await http.get(url)
+        fresh = await http.head(url, headers={"If-None-Match": get.headers.get("etag", '"none"')})
+    assert (head.status_code, get.status_code) == (200, 200)
+    assert head.content == b""
+    assert int(head.headers["content-length"]) == len(get.content) > 0
+    same = ("content-type", "etag", "cache-control", "last-modified", "x-view-start-seconds")
+    assert {key: head.headers.get(key) for key in same} == {key: get.headers.get(key) for key in same}
+    assert fresh.status_code == (304 if "etag" in get.headers else 200)
+
+
+async def test_head_of_a_page_past_the_last_is_404_like_its_get(
+    http: httpx.AsyncClient, media_set: MediaSet
+) -> None:
+    async with http:
+        head = await http.head(f"/v1/artifacts/{media_set.ids['report.pdf']}/pages/{PDF_PAGES + 1}.png")
+    assert (head.status_code, head.content) == (404, b"")
 
 
 async def test_views_answer_problems_with_the_catalogue_codes(

@@ -131,7 +131,8 @@ async def test_view_resources_are_listed_and_read(
     assert audio.mime_type == "audio/wav"
     channels, rate, _, pcm = media.samples_of(base64.b64decode(audio.blob))
     assert (channels, rate, len(pcm)) == (1, 16_000, 2 * 40_000)
-    assert past.value.error.data["reason"] == "invalid_request"
+    assert past.value.error.message == "Resource not found"
+    assert (past.value.error.data["reason"], past.value.error.data["pages"]) == ("not_found", PDF_PAGES)
 
 
 @pytest.mark.parametrize("transport", ["memory", "http"], indirect=True)
@@ -151,11 +152,18 @@ async def test_views_of_the_wrong_kind_or_beyond_their_limits_are_tool_errors(
         foreign = await client.call_tool(
             "read_artifact", {"uri": f"blobstore://artifacts/{media_set.foreign_pdf}", "pages": "1"}
         )
+        past = await client.call_tool(
+            "read_artifact", {"uri": uri(media_set, "report.pdf"), "pages": f"{PDF_PAGES}-{PDF_PAGES + 1}"}
+        )
     assert view_error(wrong) == "unsupported_media"
     assert view_error(many) == "invalid_request"
     assert view_error(long) == "invalid_request"
     assert view_error(two) == "invalid_request"
     assert view_error(foreign) == "not_found"
+    # A page past the last is the same catalogue error as over HTTP, with the count to pick another.
+    assert view_error(past) == "not_found"
+    assert past.structured_content is not None
+    assert past.structured_content["error"]["pages"] == PDF_PAGES
 
 
 @pytest.mark.parametrize("transport", ["memory"], indirect=True)

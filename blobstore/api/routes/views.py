@@ -3,12 +3,15 @@
 The same views as ``read_artifact`` over MCP (:mod:`blobstore.views`), with the same authentication and
 namespace rules as content reads. A view of immutable content is immutable: a strong ``ETag`` (of the
 source's content, the view's parameters and the renderer version), ``Cache-Control: immutable``, and ``304``
-for a matching ``If-None-Match`` before anything is decoded.
+for a matching ``If-None-Match`` before anything is decoded. ``HEAD`` answers every route with the headers its
+``GET`` would send (the view is made, or found in the cache, to know its length) and no body, as content reads
+do.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
@@ -33,6 +36,8 @@ _VIEW_RESPONSES: dict[int | str, dict[str, Any]] = {
     504: {"description": "view_timeout: the decoder ran past its time"},
 }
 
+_Endpoint = TypeVar("_Endpoint", bound=Callable[..., Any])
+
 PageNumber = Annotated[int, Path(ge=1, le=9_999_999)]
 Edge = Annotated[int | None, Query(ge=MIN_EDGE, le=MAX_EDGE, description="Longest side in pixels")]
 
@@ -49,6 +54,27 @@ def _headers(source: Source, etag: str) -> dict[str, str]:
     }
 
 
+def _view_routes(path: str, name: str, **route: Any) -> Callable[[_Endpoint], _Endpoint]:
+    """``GET`` and ``HEAD`` of one view route, each its own OpenAPI operation."""
+
+    def register(endpoint: _Endpoint) -> _Endpoint:
+        router.head(
+            path, operation_id=f"head_{name}", **{**route, "summary": f"Headers of: {route['summary']}"}
+        )(endpoint)
+        return router.get(path, operation_id=name, **route)(endpoint)
+
+    return register
+
+
+def _bodiless(request: Request, response: Response) -> Response:
+    """The response as ``HEAD`` sends it: every header (``content-length`` the body's), no body."""
+    if request.method != "HEAD":
+        return response
+    headers = dict(response.headers)
+    headers["content-length"] = str(len(response.body))
+    return Response(status_code=response.status_code, headers=headers)
+
+
 def _fresh(request: Request, source: Source, etag: str) -> Response | None:
     """A ``304`` when the client holds this view already."""
     if_none_match = request.headers.get("if-none-match")
@@ -57,20 +83,22 @@ def _fresh(request: Request, source: Source, etag: str) -> Response | None:
     return None
 
 
-def _answer(source: Source, etag: str, view: View, media_type: str | None = None) -> Response:
-    return Response(view.data, media_type=media_type or view.mime_type, headers=_headers(source, etag))
+def _answer(
+    request: Request, source: Source, etag: str, view: View, media_type: str | None = None
+) -> Response:
+    response = Response(view.data, media_type=media_type or view.mime_type, headers=_headers(source, etag))
+    return _bodiless(request, response)
 
 
 async def _pdf_page(views: MediaViews, caller: CallerDep, artifact_id: str, page: int) -> Source:
     source = await views.open(caller, artifact_id, kinds=("pdf",))
-    facts = await views.facts(source)
-    if page > int(facts["pages"]):
-        raise NotFound(f"the PDF has {facts['pages']} pages", pages=facts["pages"])
+    await views.page_count(source, (page,))
     return source
 
 
-@router.get(
+@_view_routes(
     "/{artifact_id}/pages/{page}.txt",
+    "page_text",
     summary="The text layer of one PDF page (UTF-8; empty for a page without one)",
     response_class=Response,
     responses={200: {"content": {"text/plain": {}}}, **_VIEW_RESPONSES},
@@ -85,11 +113,12 @@ async def page_text(
     if fresh is not None:
         return fresh
     (view,) = await views.page_texts(source, (page,))
-    return _answer(source, etag, view, "text/plain; charset=utf-8")
+    return _answer(request, source, etag, view, "text/plain; charset=utf-8")
 
 
-@router.get(
+@_view_routes(
     "/{artifact_id}/pages/{page}.png",
+    "page_image",
     summary="One PDF page rendered as PNG within the long-edge budget",
     response_class=Response,
     responses={200: {"content": {"image/png": {}}}, **_VIEW_RESPONSES},
@@ -108,11 +137,12 @@ async def page_image(
     fresh = _fresh(request, source, etag)
     if fresh is not None:
         return fresh
-    return _answer(source, etag, await views.page_image(source, page, max_edge))
+    return _answer(request, source, etag, await views.page_image(source, page, max_edge))
 
 
-@router.get(
+@_view_routes(
     "/{artifact_id}/audio",
+    "audio_segment",
     summary="A segment of audio (or a video's sound) as 16 kHz mono PCM WAV",
     response_class=Response,
     responses={200: {"content": {"audio/wav": {}}}, **_VIEW_RESPONSES},
@@ -134,7 +164,7 @@ async def audio_segment(
     if fresh is not None:
         return fresh
     view = await views.audio(source, start, duration)
-    response = _answer(source, etag, view)
+    response = _answer(request, source, etag, view)
     response.headers["x-view-start-seconds"] = str(view.meta["start_seconds"])
     response.headers["x-view-end-seconds"] = str(view.meta["end_seconds"])
     response.headers["x-media-duration-seconds"] = str(view.meta["duration_seconds"])
@@ -144,19 +174,21 @@ async def audio_segment(
 FrameCount = Annotated[int, Query(ge=1, le=MAX_FRAMES, description="Evenly spaced keyframes")]
 
 
-@router.get(
+@_view_routes(
     "/{artifact_id}/frames",
+    "frames",
     summary="Evenly spaced keyframes of a video: their times and image URLs",
     responses=_VIEW_RESPONSES,
 )
 async def frames(
+    request: Request,
     artifact_id: str,
     service: ServiceDep,
     caller: CallerDep,
     base: BaseUrlDep,
     count: FrameCount = 6,
     max_edge: Edge = None,
-) -> JSONResponse:
+) -> Response:
     views = views_for(service)
     source = await views.open(caller, artifact_id, kinds=("video",))
     facts = await views.facts(source)
@@ -164,11 +196,13 @@ async def frames(
     edge = f"&max_edge={max_edge}" if max_edge is not None else ""
     where = f"{base}/v1/artifacts/{source.artifact.id}/frames"
     items = [{**view.meta, "url": f"{where}/{view.meta['index']}.jpg?count={count}{edge}"} for view in made]
-    return JSONResponse({"artifact_id": source.artifact.id, "video": facts, "frames": items})
+    listing = JSONResponse({"artifact_id": source.artifact.id, "video": facts, "frames": items})
+    return _bodiless(request, listing)
 
 
-@router.get(
+@_view_routes(
     "/{artifact_id}/frames/{index}.jpg",
+    "frame_image",
     summary="One keyframe of a video (of `count` evenly spaced) as JPEG",
     response_class=Response,
     responses={200: {"content": {"image/jpeg": {}}}, **_VIEW_RESPONSES},
@@ -191,4 +225,4 @@ async def frame_image(
     if fresh is not None:
         return fresh
     made = await views.frames(source, count, max_edge=max_edge)
-    return _answer(source, etag, made[index])
+    return _answer(request, source, etag, made[index])

@@ -14,6 +14,7 @@ from blobstore.metadata.repository.artifacts import ArtifactRepository
 from blobstore.metadata.repository.blobs import BlobRepository
 from blobstore.metadata.repository.browse import BrowseRepository
 from blobstore.metadata.repository.collection import CollectionRepository
+from blobstore.metadata.repository.renditions import RenditionRepository
 from blobstore.metadata.repository.stats import StatsRepository
 from blobstore.metadata.repository.tokens import TokenRepository
 from blobstore.metadata.repository.tus_tails import TusTailRepository
@@ -31,6 +32,7 @@ class MetadataRepository(
     CollectionRepository,
     StatsRepository,
     BrowseRepository,
+    RenditionRepository,
 ):
     """Every metadata read and write of the service, over one :class:`~sqlalchemy.ext.asyncio.AsyncEngine`.
 

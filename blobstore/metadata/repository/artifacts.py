@@ -12,9 +12,10 @@ import anyio.to_thread
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from blobstore.errors import CompletionLost, Conflict, ContentNotLive, QuotaExceeded
+from blobstore.errors import CompletionLost, QuotaExceeded
 from blobstore.metadata.repository import rows
 from blobstore.metadata.repository.base import LIVE, RepositoryBase, newest_first, visible
+from blobstore.metadata.repository.blob_refs import attach_blob
 from blobstore.metadata.repository.group_commit import GroupCommit
 from blobstore.metadata.tables import artifacts, blobs, uploads
 from blobstore.models import (
@@ -27,8 +28,6 @@ from blobstore.models import (
     NewArtifact,
     UploadState,
 )
-
-_COMMIT_ATTEMPTS = 3
 
 
 class ArtifactRepository(RepositoryBase):
@@ -94,7 +93,6 @@ class ArtifactRepository(RepositoryBase):
         now: datetime | None,
         dedup_only: bool = False,
     ) -> CommitResult:
-        same_content = {"content_sha256": blob.sha256, "content_size": blob.size}
         moment = now if now is not None else artifact.created_at
         if completion is not None:
             self._finish_completion(conn, completion, artifact.id, moment)
@@ -109,46 +107,11 @@ class ArtifactRepository(RepositoryBase):
             )
             if int(used or 0) + blob.size > quota:
                 raise QuotaExceeded(quota=quota, used=int(used or 0))
-        for _ in range(_COMMIT_ATTEMPTS):
-            # Clear a pending GC mark first, by an exclusive row lock taken only when there is a mark:
-            # taking FOR SHARE first and then updating would deadlock two commits of the same content.
-            conn.execute(_clear_gc_mark(), same_content)
-            found = conn.execute(_live_blob_for_share(), same_content).first()
-            if found is not None:
-                record = rows.blob_record(found._mapping)
-                stored = self._insert_artifact(conn, artifact, record)
-                return CommitResult(artifact=stored, blob=record, deduplicated=True)
-            if dedup_only:
-                # Raised inside the transaction (or its savepoint), so that the completion above rolls back.
-                raise ContentNotLive()
-            inserted = (
-                conn.execute(
-                    self._insert(blobs)
-                    .values(
-                        sha256=blob.sha256,
-                        storage_key=blob.key,
-                        size=blob.size,
-                        # The columns keep their first names: they hold the integrity blocks.
-                        chunk_size=blob.block_size,
-                        chunk_xxh3=",".join(blob.block_xxh3),
-                        state=LIVE,
-                        created_at=artifact.created_at,
-                    )
-                    # A literal predicate: a bound parameter stops matching the partial index once
-                    # PostgreSQL switches the prepared statement to a generic plan (6th execution).
-                    .on_conflict_do_nothing(
-                        index_elements=["sha256"], index_where=sa.text(f"state = '{LIVE}'")
-                    )
-                    .returning(*blobs.c)
-                )
-            ).first()
-            if inserted is not None:
-                record = rows.blob_record(inserted._mapping)
-                stored = self._insert_artifact(conn, artifact, record)
-                return CommitResult(artifact=stored, blob=record, deduplicated=False)
-            # Another transaction committed a live blob with this digest after our SELECT; dedup onto it.
-        # Raised inside the transaction (or its savepoint), so that it rolls back (the completion above too).
-        raise Conflict("concurrent commits of the same content kept conflicting; retry")
+        record, deduplicated = attach_blob(
+            conn, self._insert(blobs), blob, created_at=artifact.created_at, dedup_only=dedup_only
+        )
+        stored = self._insert_artifact(conn, artifact, record)
+        return CommitResult(artifact=stored, blob=record, deduplicated=deduplicated)
 
     def _finish_completion(
         self, conn: sa.Connection, claim: CompletionClaim, artifact_id: str, now: datetime
@@ -361,29 +324,6 @@ def _artifact_with_blob() -> sa.Select[Any]:
             visible(sa.bindparam("now", type_=artifacts.c.expires_at.type)),
         )
     )
-
-
-# The commit's statements, built once like the content lookup: per commit only their parameters change.
-def _live_content() -> tuple[sa.ColumnElement[bool], ...]:
-    return (
-        blobs.c.sha256 == sa.bindparam("content_sha256"),
-        blobs.c.size == sa.bindparam("content_size"),
-        blobs.c.state == LIVE,
-    )
-
-
-@functools.cache
-def _clear_gc_mark() -> sa.Update:
-    return (
-        sa.update(blobs)
-        .where(*_live_content(), blobs.c.unreferenced_since.is_not(None))
-        .values(unreferenced_since=None)
-    )
-
-
-@functools.cache
-def _live_blob_for_share() -> sa.Select[Any]:
-    return sa.select(blobs).where(*_live_content()).with_for_update(read=True)
 
 
 @functools.cache

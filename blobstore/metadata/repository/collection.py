@@ -17,7 +17,7 @@ from blobstore.metadata.repository.base import (
     RepositoryBase,
     advisory_key,
 )
-from blobstore.metadata.tables import artifacts, blobs, uploads
+from blobstore.metadata.tables import artifacts, blobs, renditions, uploads
 from blobstore.models import Artifact, BlobRecord, UploadSession
 
 _KEY_BATCH = 500
@@ -191,5 +191,9 @@ class CollectionRepository(RepositoryBase):
         }
 
 
-def _referenced() -> sa.Exists:
-    return sa.exists().where(artifacts.c.blob_id == blobs.c.id)
+def _referenced() -> sa.ColumnElement[bool]:
+    """Some artifact or rendition uses the blob: the sweep must keep it."""
+    return sa.or_(
+        sa.exists().where(artifacts.c.blob_id == blobs.c.id),
+        sa.exists().where(renditions.c.blob_id == blobs.c.id),
+    )

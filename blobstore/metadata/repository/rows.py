@@ -11,6 +11,7 @@ from blobstore.models import (
     BlobRecord,
     BlockDigests,
     ChunkRecord,
+    Rendition,
     Scope,
     TokenRecord,
     UploadSession,
@@ -111,4 +112,17 @@ def upload_tail(row: Mapping[Any, Any]) -> UploadTail:
         offset=int(row["offset"]),
         data=bytes(row["data"]),
         updated_at=row["updated_at"],
+    )
+
+
+def rendition(row: Mapping[Any, Any], blob: BlobRecord) -> Rendition:
+    return Rendition(
+        key=row["key"],
+        source_sha256=row["source_sha256"],
+        blob=blob,
+        mime_type=row["mime_type"],
+        meta=dict(row["meta"]),
+        size=int(row["size"]),
+        created_at=row["created_at"],
+        expires_at=row["expires_at"],
     )

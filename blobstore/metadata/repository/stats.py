@@ -7,7 +7,7 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from blobstore.metadata.repository.base import OPEN_STATES, RepositoryBase, visible
-from blobstore.metadata.tables import artifacts, blobs, uploads
+from blobstore.metadata.tables import artifacts, blobs, renditions, uploads
 
 
 class StatsRepository(RepositoryBase):
@@ -26,6 +26,11 @@ class StatsRepository(RepositoryBase):
             blob_row = (
                 await conn.execute(sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(blobs.c.size), 0)))
             ).one()
+            rendition_row = (
+                await conn.execute(
+                    sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(renditions.c.size), 0))
+                )
+            ).one()
             open_uploads = await conn.scalar(
                 sa.select(sa.func.count()).select_from(uploads).where(uploads.c.state.in_(OPEN_STATES))
             )
@@ -35,4 +40,6 @@ class StatsRepository(RepositoryBase):
             "bytes_stored": int(blob_row[1]),
             "bytes_logical": int(artifact_row[1]),
             "open_uploads": int(open_uploads or 0),
+            "renditions": int(rendition_row[0]),
+            "rendition_bytes": int(rendition_row[1]),
         }
