@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any, Final
 
 import httpx
@@ -29,7 +29,7 @@ from mcp.shared.inbound import (
 from mcp.types import PROTOCOL_VERSION_META_KEY
 
 from mcp_resources.proxy.mailbox import Mailbox
-from mcp_resources.proxy.message_reader import ByteSource, Incoming, MessageReader, Refused, Whole
+from mcp_resources.proxy.message_reader import ByteSource, Incoming, MessageReader, Refused, Streamed, Whole
 from mcp_resources.proxy.sse_lines import JsonLines, SseLines
 
 logger = logging.getLogger("mcp_resources.proxy")
@@ -37,6 +37,11 @@ logger = logging.getLogger("mcp_resources.proxy")
 MCP_SESSION_ID: Final = "mcp-session-id"
 ERROR_BODY_MAX: Final = 64 * 1024
 """Of an HTTP error's body, what is read for a JSON-RPC error in it; the rest is not."""
+RESUME_ATTEMPTS: Final = 2
+"""Failed reconnections in a row after which an answer stream is given up (as the SDK's client does)."""
+RESUME_DELAY_DEFAULT: Final = 1.0
+"""Seconds before a reconnection when the stream named no ``retry``."""
+NOT_ANSWERED: Final = "the upstream ended the answer stream of this request without answering it"
 LISTEN_RETRY_MAX: Final = 30.0
 """Seconds between attempts to reopen the GET stream, at most (doubling from one)."""
 WAITING_MESSAGES: Final = 16
@@ -101,6 +106,31 @@ def _as_answer(item: Incoming, ident: Any) -> Incoming:
     return item
 
 
+def _resumable(lines: SseLines | JsonLines, answered: Callable[[], bool]) -> bool:
+    return (
+        isinstance(lines, SseLines)
+        and lines.last_event_id is not None
+        and lines.at_boundary
+        and not answered()
+    )
+
+
+def _is_answer(item: Incoming, request: Any) -> bool:
+    """Whether ``item`` is the response to the request of id ``request``."""
+    if isinstance(item, Refused):
+        return item.method is None and item.ident == request
+    if isinstance(item, Streamed):
+        message = item.message
+    elif b'"result"' in item.raw or b'"error"' in item.raw:
+        try:
+            message = json.loads(item.raw)
+        except ValueError:
+            return False
+    else:
+        return False
+    return isinstance(message, dict) and "method" not in message and message.get("id") == request
+
+
 class HttpUpstream:
     """A streamable-HTTP upstream: every message is a POST; answers come back as JSON or an SSE stream."""
 
@@ -122,6 +152,8 @@ class HttpUpstream:
         self._version: str | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._listening = False
+        self._cancelled: set[str] = set()
+        """Requests the host cancelled (their ids as JSON)."""
         self._closed = False
 
     async def start(self) -> None:
@@ -131,7 +163,13 @@ class HttpUpstream:
         return await self._inbox.get()
 
     async def send(self, message: bytes) -> None:
-        await self._post(message, json.loads(message))
+        parsed = json.loads(message)
+        if isinstance(parsed, dict) and parsed.get("method") == "notifications/cancelled":
+            params = parsed.get("params")
+            if isinstance(params, dict):
+                # Its stream may now end unanswered: that is the cancellation, not a failure to report.
+                self._cancelled.add(json.dumps(params.get("requestId")))
+        await self._post(message, parsed)
 
     async def send_parts(self, parts: AsyncIterator[bytes], message: Mapping[str, Any]) -> None:
         """POST ``parts`` as a chunked body; return once it is sent (its parts may be held in files the
@@ -215,16 +253,23 @@ class HttpUpstream:
 
     async def _listen_loop(self) -> None:
         delay = 1.0
+        last_event: str | None = None
         while not self._closed and self._session_id is not None:
             headers = {**self._headers, "accept": "text/event-stream", MCP_SESSION_ID: self._session_id}
             if self._version:
                 headers[MCP_PROTOCOL_VERSION_HEADER] = self._version
+            if last_event is not None:
+                # What the server sent while the stream was closed, if it keeps it.
+                headers["last-event-id"] = last_event
             try:
                 # No read timeout: the stream is quiet until the server has something to say.
                 timeout = httpx.Timeout(None, connect=30.0)
                 async with self._client.stream("GET", self.url, headers=headers, timeout=timeout) as response:
                     kind = response.headers.get("content-type", "").split(";")[0].strip()
                     if response.status_code >= 300 or kind != "text/event-stream":
+                        if last_event is not None:
+                            last_event = None  # a server that cannot replay may still listen
+                            continue
                         # "The server MUST either return Content-Type: text/event-stream in response to
                         # this HTTP GET, or else return HTTP 405 Method Not Allowed".
                         logger.info(
@@ -232,7 +277,11 @@ class HttpUpstream:
                         )
                         return
                     delay = 1.0
-                    await self._read_answer(response, SseLines(), {}, fatal=False)
+                    lines = SseLines()
+                    try:
+                        await self._read_answer(response, lines, {}, fatal=False)
+                    finally:
+                        last_event = lines.last_event_id or last_event
             except httpx.HTTPError as exc:
                 logger.warning("upstream %s: the GET stream failed: %s", self.description, type(exc).__name__)
             await asyncio.sleep(delay)
@@ -246,18 +295,78 @@ class HttpUpstream:
         *,
         fatal: bool = True,
     ) -> None:
-        """Pass the messages of ``response`` on; when its connection breaks, end the upstream if ``fatal``."""
-        source = AnswerBytes(response.aiter_bytes(), lines, self.description)
+        """Pass the messages of ``response`` on; when its connection breaks, end the upstream if ``fatal``.
+
+        The answer to a request that the stream ends without is resumed with ``Last-Event-ID`` where the
+        server allows it (:meth:`_resumed`), else the request gets an error: as the SDK's client, the proxy
+        leaves no call waiting on a stream that is over."""
+        request = message.get("id") if "method" in message else None
+        answered = request is None
+        chunks = self._resumed(response, lines, lambda: answered)
+        source = AnswerBytes(chunks, lines, self.description)
         reader = self._reading(source)
-        while (item := await reader.next()) is not None:
-            if _answers(lines, message):
-                # A JSON body answers the request it came for, even when it cannot be read.
-                item = _as_answer(item, message["id"])
-            if isinstance(item, Whole):
-                self._learn_version(item.raw)
-            await self._inbox.put(item)
+        try:
+            while (item := await reader.next()) is not None:
+                if _answers(lines, message):
+                    # A JSON body answers the request it came for, even when it cannot be read.
+                    item = _as_answer(item, message["id"])
+                if isinstance(item, Whole):
+                    self._learn_version(item.raw)
+                if not answered and _is_answer(item, request):
+                    answered = True
+                await self._inbox.put(item)
+        finally:
+            await chunks.aclose()
         if source.broken and fatal:
             await self._fail()
+            return
+        if not answered and json.dumps(request) not in self._cancelled:
+            error = {"jsonrpc": "2.0", "id": request, "error": {"code": -32603, "message": NOT_ANSWERED}}
+            await self._inbox.put(Whole(json.dumps(error).encode()))
+        self._cancelled.discard(json.dumps(request))
+
+    async def _resumed(
+        self, response: httpx.Response, lines: SseLines | JsonLines, answered: Callable[[], bool]
+    ) -> AsyncGenerator[bytes]:
+        """The body of ``response``; then, while it has ended between events without the answer after the
+        server named an event id, what a GET with that ``Last-Event-ID`` brings (2025-11-25, "Resumability
+        and Redelivery": "the client MAY ... issue an HTTP GET to the MCP endpoint, and include the
+        Last-Event-ID header"). A server that closes the stream to be polled is answered this way."""
+        try:
+            async for chunk in response.aiter_bytes():
+                yield chunk
+        except httpx.HTTPError:
+            if not _resumable(lines, answered):
+                raise
+        failures = 0
+        while isinstance(lines, SseLines) and _resumable(lines, answered) and not self._closed:
+            retry = lines.retry_ms / 1000 if lines.retry_ms is not None else RESUME_DELAY_DEFAULT
+            await asyncio.sleep(retry)
+            headers = {
+                **self._headers,
+                "accept": "text/event-stream",
+                "last-event-id": str(lines.last_event_id),
+            }
+            if self._session_id:
+                headers[MCP_SESSION_ID] = self._session_id
+            if self._version:
+                headers[MCP_PROTOCOL_VERSION_HEADER] = self._version
+            try:
+                async with self._client.stream("GET", self.url, headers=headers) as again:
+                    kind = again.headers.get("content-type", "").split(";")[0].strip()
+                    if again.status_code < 300 and kind == "text/event-stream":
+                        failures = 0
+                        async for chunk in again.aiter_bytes():
+                            yield chunk
+                    else:
+                        failures += 1
+            except httpx.HTTPError as exc:
+                logger.warning(
+                    "upstream %s: resuming an answer failed: %s", self.description, type(exc).__name__
+                )
+                failures += 1
+            if failures >= RESUME_ATTEMPTS:
+                return
 
     async def _http_error(self, response: httpx.Response, message: Mapping[str, Any]) -> None:
         body = bytearray()

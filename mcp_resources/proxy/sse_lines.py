@@ -19,7 +19,9 @@ _LINE_END: Final = re.compile(rb"[\r\n]")
 _BOM: Final = b"\xef\xbb\xbf"
 _FIELD_NAME_MAX: Final = 16
 """Longer than any field the stream defines: a longer name is an unknown field, skipped unread."""
-_EVENT_TYPE_MAX: Final = 256
+_VALUE_MAX: Final = 1024
+"""Of an ``event``, ``id`` or ``retry`` value, what is kept; a longer event type is no ``message``, a longer
+id is ignored."""
 _MESSAGE_TYPES: Final = frozenset({b"", b"message"})
 
 _State = Literal["field", "space", "value"]
@@ -39,9 +41,10 @@ class SseLines:
     """An event stream's ``message`` events as lines, following the WHATWG HTML "event stream
     interpretation" (section 9.2.6), fed chunk by chunk however the chunks split it.
 
-    What is kept of a line is its field name (bounded) and an ``event`` value (bounded); a ``data`` value
-    goes straight out. An event whose data started before an ``event:`` field named another type is still
-    passed on: streaming servers (the MCP SDKs among them) name the type first.
+    What is kept of a line is its field name and an ``event``, ``id`` or ``retry`` value (each bounded); a
+    ``data`` value goes straight out. An event whose data started before an ``event:`` field named another
+    type is still passed on: streaming servers (the MCP SDKs among them) name the type first.
+    :attr:`last_event_id` and :attr:`retry_ms` are what a reconnection with ``Last-Event-ID`` needs.
     """
 
     def __init__(self) -> None:
@@ -56,7 +59,14 @@ class SseLines:
         self._field = bytearray()
         self._skip = False
         """The rest of this line is ignored (a comment, an unknown or unused field)."""
-        self._event_type = bytearray()
+        self._value = bytearray()
+        """The value of the ``event``, ``id`` or ``retry`` line being read."""
+        self._event_type = b""
+        self._id_buffer: str | None = None
+        self.last_event_id: str | None = None
+        """The id of the last event dispatched (WHATWG: the event source's "last event ID string")."""
+        self.retry_ms: int | None = None
+        """The reconnection time the stream asked for, in milliseconds."""
         self._data_lines = 0
         """``data`` lines of the event being read; nonzero means it is dispatched at the blank line."""
         self._foreign = False
@@ -127,16 +137,16 @@ class SseLines:
     def _begin_value(self, out: list[bytes]) -> None:
         field = bytes(self._field)
         if field == b"data":
-            if bytes(self._event_type) not in _MESSAGE_TYPES and not self._data_lines:
+            if self._event_type not in _MESSAGE_TYPES and not self._data_lines:
                 self._foreign = True
             if not self._foreign and self._data_lines:
                 # "append the field value to the data buffer, then append a single U+000A LINE FEED"
                 out.append(b"\r")
             self._data_lines += 1
-        elif field == b"event":
-            self._event_type.clear()
+        elif field in (b"event", b"id", b"retry"):
+            self._value.clear()
         else:
-            # id and retry steer reconnection, which the proxy does not do; anything else is ignored.
+            # "Otherwise — The field is ignored."
             self._skip = True
 
     def _read_value(self, chunk: bytes, at: int, out: list[bytes]) -> int:
@@ -146,13 +156,16 @@ class SseLines:
             if self._field == b"data":
                 if not self._foreign:
                     out.append(chunk[at:stop])
-            elif len(self._event_type) <= _EVENT_TYPE_MAX:
-                self._event_type += chunk[at : min(stop, at + _EVENT_TYPE_MAX + 1)]
+            elif len(self._value) <= _VALUE_MAX:
+                self._value += chunk[at : min(stop, at + _VALUE_MAX + 1)]
         if found is None:
             return stop
         return self._end_line(chunk, stop)
 
     def _end_line(self, chunk: bytes, stop: int) -> int:
+        if not self._skip:
+            self._apply(bytes(self._field), bytes(self._value))
+        self._value.clear()
         self._state = "field"
         self._field.clear()
         self._skip = False
@@ -164,11 +177,31 @@ class SseLines:
                 return stop + 2
         return stop + 1
 
+    def _apply(self, field: bytes, value: bytes) -> None:
+        if field == b"event":
+            self._event_type = value
+        elif field == b"id":
+            # "If the field value does not contain U+0000 NULL, then set the last event ID buffer to the field
+            # value. Otherwise, ignore the field."
+            if b"\0" not in value and len(value) <= _VALUE_MAX:
+                self._id_buffer = value.decode("utf-8", "replace")
+        elif field == b"retry" and value.isdigit() and len(value) <= _VALUE_MAX:
+            # "If the field value consists of only ASCII digits, then interpret the field value as an integer
+            # in base ten, and set the event stream's reconnection time to that integer."
+            self.retry_ms = int(value)
+
+    @property
+    def at_boundary(self) -> bool:
+        """Between events: nothing of a line or of an event's data has been read past the last dispatch."""
+        return self._state == "field" and not self._field and not self._data_lines
+
     def _dispatch(self, out: list[bytes]) -> None:
-        """A blank line: "If the data buffer is an empty string, set the data buffer and the event type
-        buffer to the empty string and return"; otherwise the event (here: its line) is complete."""
+        """A blank line: "Set the last event ID string of the event source to the value of the last event ID
+        buffer"; then "If the data buffer is an empty string, set the data buffer and the event type buffer
+        to the empty string and return"; otherwise the event (here: its line) is complete."""
+        self.last_event_id = self._id_buffer
         if self._data_lines and not self._foreign:
             out.append(b"\n")
         self._data_lines = 0
         self._foreign = False
-        self._event_type.clear()
+        self._event_type = b""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import itertools
 import json
 import os
 import queue
@@ -56,6 +57,12 @@ TOOLS: Final = [
     {"name": "cut", "description": "Exits in the middle of its answer.", "inputSchema": {"type": "object"}},
     {"name": "media", "description": "Returns the image given as base64.", "inputSchema": {"type": "object"}},
     {"name": "hangup", "description": "Ends the GET stream.", "inputSchema": {"type": "object"}},
+    {"name": "silent", "description": "Ends its answer with no answer.", "inputSchema": {"type": "object"}},
+    {
+        "name": "polled",
+        "description": "Over SSE: names an event id, closes the stream, answers on the GET that resumes it.",
+        "inputSchema": {"type": "object"},
+    },
     {
         "name": "announce",
         "description": "Sends a notification outside the call (over HTTP on the GET stream), then answers.",
@@ -274,6 +281,20 @@ def call(ident: Any, params: dict[str, Any]) -> None:
             b',"result":{"content":[{"type":"text","text":"half',
         )
         os._exit(4)
+    elif name == "silent":
+        pass
+    elif name == "polled":
+        answer = {"jsonrpc": "2.0", "id": ident, "result": {"content": [{"type": "text", "text": "polled"}]}}
+        body = getattr(_local, "body", None)
+        if body is None:
+            send(answer)
+            return
+        # As a server that closes the stream to be polled: a priming event with an id and a retry, then
+        # the answer only to the GET that resumes after that id.
+        event = f"p-{len(replays) + 1}"
+        replays[event] = answer
+        body.write(f"id: {event}\nretry: 100\ndata:\n\n".encode())
+        body.flush()
     elif name == "hangup":
         outside.put(HANGUP)
         send({"jsonrpc": "2.0", "id": ident, "result": {"content": [{"type": "text", "text": "hung up"}]}})
@@ -299,6 +320,10 @@ pending_forever: dict[str, threading.Event] = {}
 serving_http = False
 outside: queue.Queue[dict[str, Any]] = queue.Queue()
 """Messages for the GET stream: what the server sends outside any request."""
+replays: dict[str, dict[str, Any]] = {}
+"""What a GET with ``Last-Event-ID`` gets, by that id."""
+listened = itertools.count(1)
+"""Ids of the GET stream's events."""
 HANGUP: Final[dict[str, Any]] = {}
 """Put in :data:`outside`: the GET stream ends there."""
 
@@ -421,10 +446,11 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         body = Chunked(self.wfile)
         _local.out = Events(body) if self.events else body
+        _local.body = body if self.events else None
         try:
             dispatch(message)
         finally:
-            _local.out = None
+            _local.out = _local.body = None
         body.finish()
 
     def do_GET(self) -> None:
@@ -433,14 +459,23 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("content-length", "0")
             self.end_headers()
             return
+        after = self.headers.get("last-event-id")
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
         body = Chunked(self.wfile)
+        if after in replays:
+            answer = json.dumps(replays.pop(after)).encode()
+            body.write(b"id: " + after.encode() + b"-answer\ndata: " + answer + b"\n\n")
+            body.finish()
+            return
+        # The standalone stream: its events are numbered, and each notes the Last-Event-ID the stream was
+        # opened after, so a test sees what a reopening client asked for.
         _local.out = Events(body)
         while (message := outside.get()) is not HANGUP:
-            send(message)
+            body.write(f"id: g-{next(listened)}\n".encode())
+            send({**message, "params": {**message["params"], "_meta": {"openedAfter": after}}})
         _local.out = None
         body.finish()
 

@@ -251,14 +251,51 @@ async def test_what_the_server_sends_outside_a_request_comes_on_the_get_stream_t
             assert await peer.close() == 0
 
 
-async def test_a_get_stream_the_server_ends_is_opened_again(data_dir: Path) -> None:
+async def test_a_get_stream_the_server_ends_is_opened_again_after_its_last_event(data_dir: Path) -> None:
     with http_upstream("sse") as (url, _):
         async with proxied(data_dir, url) as peer:
-            assert (await call(peer, 1, "hangup"))["result"]["content"][0]["text"] == "hung up"
-            answer = await call(peer, 2, "announce", {"text": "after the hang-up"})
-            assert answer["result"]["content"][0]["text"] == "announced"
-            line = await peer.next_line()  # held by the server until a GET stream takes it
-            assert line is not None
-            note = json.loads(line)
-            assert (note["method"], note["params"]["data"]) == ("notifications/message", "after the hang-up")
+            notes: list[dict[str, Any]] = []
+            steps = [("announce", "one"), ("hangup", ""), ("announce", "two")]
+            for ident, (tool, text) in enumerate(steps, 1):
+                params = {"name": tool, "arguments": {"text": text}}
+                await peer.send({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params})
+                answered, wanted = False, len(notes) + (tool == "announce")
+                # The note is held by the server until a GET stream takes it: it may come before or after.
+                while not answered or len(notes) < wanted:
+                    line = await peer.next_line()
+                    assert line is not None
+                    message = json.loads(line)
+                    if "method" in message:
+                        notes.append(message)
+                    else:
+                        assert message["id"] == ident
+                        assert "result" in message
+                        answered = True
+            assert [(n["method"], n["params"]["data"]) for n in notes] == [
+                ("notifications/message", "one"),
+                ("notifications/message", "two"),
+            ]
+            # The first stream was opened fresh; the second after the first one's last event.
+            assert [n["params"]["_meta"]["openedAfter"] for n in notes] == [None, "g-1"]
+            assert await peer.close() == 0
+
+
+async def test_an_answer_stream_the_server_closes_to_be_polled_is_resumed_with_the_last_event_id(
+    data_dir: Path,
+) -> None:
+    with http_upstream("sse") as (url, _):
+        async with proxied(data_dir, url) as peer:
+            answer = await call(peer, 1, "polled")
+            assert answer["result"]["content"][0]["text"] == "polled"
+            assert await peer.close() == 0
+
+
+async def test_an_answer_stream_that_ends_without_the_answer_gets_the_call_an_error(data_dir: Path) -> None:
+    with http_upstream("sse") as (url, _):
+        async with proxied(data_dir, url) as peer:
+            answer = await call(peer, 1, "silent")
+            assert answer["error"]["code"] == -32603
+            assert "without answering it" in answer["error"]["message"]
+            echo = await call(peer, 2, "echo", {"text": "next"})
+            assert echo["result"]["content"][0]["text"].startswith("4 ")
             assert await peer.close() == 0

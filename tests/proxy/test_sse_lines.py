@@ -20,13 +20,16 @@ from mcp_resources.proxy.sse_lines import JsonLines, SseLines
 BOM: Final = b"\xef\xbb\xbf"
 
 
-def reference(stream: bytes) -> bytes:
-    """What the parser passes on, computed from the whole stream."""
+def reference(stream: bytes) -> tuple[bytes, str | None, int | None]:
+    """What the parser passes on, the last event id and the reconnection time, from the whole stream."""
     lines = re.split(rb"\r\n|\r|\n", stream.removeprefix(BOM))
     out: list[bytes] = []
     event_type = b""
     data_lines = 0
     foreign = False
+    id_buffer: str | None = None
+    last_id: str | None = None
+    retry: int | None = None
 
     def data_value(value: bytes) -> None:
         nonlocal data_lines, foreign
@@ -47,6 +50,7 @@ def reference(stream: bytes) -> bytes:
                 data_value(value)
             break
         if not line:
+            last_id = id_buffer
             if data_lines and not foreign:
                 out.append(b"\n")
             event_type, data_lines, foreign = b"", 0, False
@@ -54,11 +58,15 @@ def reference(stream: bytes) -> bytes:
             data_value(value)
         elif name == b"event":
             event_type = value
-    return b"".join(out)
+        elif name == b"id" and b"\0" not in value:
+            id_buffer = value.decode()
+        elif name == b"retry" and value.isdigit():
+            retry = int(value)
+    return b"".join(out), last_id, retry
 
 
-def streamed(stream: bytes, cuts: list[int]) -> bytes:
-    parser = SseLines()
+def streamed(stream: bytes, cuts: list[int], parser: SseLines | None = None) -> bytes:
+    parser = parser if parser is not None else SseLines()
     out: list[bytes] = []
     start = 0
     for cut in [*sorted(c % (len(stream) + 1) for c in cuts), len(stream)]:
@@ -78,7 +86,8 @@ LINE: Final = st.one_of(
     st.sampled_from([b"event: message", b"event:message", b"event", b"event: ping", b"event: " + b"m" * 300]),
     VALUE.map(lambda v: b": " + v),
     VALUE.map(lambda v: b"id: " + v),
-    st.just(b"retry: 1000"),
+    st.just(b"id: a\0b"),
+    st.sampled_from([b"retry: 1000", b"retry:250", b"retry: 1s", b"retry"]),
     VALUE.map(lambda v: b"x" * 20 + v),
     st.just(b""),
 )
@@ -97,7 +106,9 @@ def streams(draw: st.DrawFn) -> bytes:
 def test_any_chunking_of_an_event_stream_gives_what_the_whole_stream_gives(
     stream: bytes, cuts: list[int]
 ) -> None:
-    assert streamed(stream, cuts) == reference(stream)
+    parser = SseLines()
+    passed = streamed(stream, cuts, parser)
+    assert (passed, parser.last_event_id, parser.retry_ms) == reference(stream)
 
 
 @given(st.lists(st.integers(min_value=0), max_size=8))
@@ -131,3 +142,16 @@ def test_a_json_body_becomes_one_line_whatever_line_ends_it_has() -> None:
     assert out.endswith(b"\n")
     assert out.count(b"\n") == 1
     assert json.loads(out) == json.loads(body)
+
+
+def test_the_boundary_between_events_is_known_and_the_last_id_and_retry_kept() -> None:
+    parser = SseLines()
+    parser.feed(b"id: 7\nretry: 250\ndata: {}\n\n")
+    assert (parser.at_boundary, parser.last_event_id, parser.retry_ms) == (True, "7", 250)
+    parser.feed(b"id: 8\ndata: {")
+    assert not parser.at_boundary  # in the middle of an event's data
+    assert parser.last_event_id == "7"  # 8 counts once its event is dispatched
+    parser.feed(b"}\n")
+    assert not parser.at_boundary
+    parser.feed(b"\n")
+    assert (parser.at_boundary, parser.last_event_id) == (True, "8")
