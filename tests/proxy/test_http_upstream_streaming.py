@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
 from blobstore.config import Settings
 from blobstore.models import Caller
@@ -299,3 +302,50 @@ async def test_an_answer_stream_that_ends_without_the_answer_gets_the_call_an_er
             echo = await call(peer, 2, "echo", {"text": "next"})
             assert echo["result"]["content"][0]["text"].startswith("4 ")
             assert await peer.close() == 0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+async def test_an_sdk_server_that_closes_its_answer_stream_to_be_polled_answers_through_the_proxy(
+    data_dir: Path,
+) -> None:
+    # The official SDK's server with an event store: its tool closes its stream (ctx.close_sse_stream), and
+    # the answer comes only to a GET with Last-Event-ID. Driven by the official client through the proxy.
+    with resumable_server() as port:
+        await wait_for_port(port)
+        url = f"http://127.0.0.1:{port}/mcp"
+        params = StdioServerParameters(
+            command=BLOBSTORE, args=["proxy", "--data-dir", str(data_dir), "--upstream-url", url]
+        )
+        # 2025-11-25, the first version whose servers close a stream to be polled.
+        async with Client(params, mode="legacy") as client:
+            result = await client.call_tool("report", {})
+            assert not result.is_error, result
+            assert "the report, after a reconnection" in json.dumps(result.model_dump(mode="json"))
+
+
+@contextlib.contextmanager
+def resumable_server() -> Iterator[int]:
+    port = free_port()
+    server = subprocess.Popen([sys.executable, str(HERE / "resumable_server.py"), str(port)])
+    try:
+        yield port
+    finally:
+        server.terminate()
+        server.wait(timeout=TIMEOUT)
+
+
+async def wait_for_port(port: int) -> None:
+    for _ in range(600):
+        with contextlib.suppress(OSError):
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            await writer.wait_closed()
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"nothing listens on {port}")
