@@ -384,6 +384,27 @@ def test_a_definition_also_used_under_not_keeps_its_constraints() -> None:
     assert rewritten["$defs"]["Png"]["maxLength"] == 10
 
 
+def test_a_widened_pattern_admits_window_and_media_view_uris() -> None:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "image": {"type": "string", "contentEncoding": "base64", "pattern": "^[A-Za-z0-9+/=]+$"}
+        },
+    }
+    rewritten = advertise_handles(schema)
+    assert rewritten is not None
+    for uri in (
+        HANDLE,
+        WINDOW,
+        f"{HANDLE}/pages/3.png",
+        f"{HANDLE}/pages/12.txt",
+        f"{HANDLE}/audio?start=1.5&duration=2",
+    ):
+        Validator(rewritten).validate({"image": uri})
+    for stranger in ("https://example.com/a.png", f"{HANDLE}/../x", f"{HANDLE}/pages/1.gif"):
+        assert not Validator(rewritten).is_valid({"image": stranger}), stranger
+
+
 def test_a_property_named_like_a_keyword_is_widened_as_any_other() -> None:
     schema: dict[str, Any] = {
         "type": "object",
