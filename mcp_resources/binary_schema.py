@@ -26,7 +26,11 @@ from mcp_resources.uris import MAX_URI_LENGTH
 
 HANDLE_HINT: Final = "or an artifact URI blobstore://artifacts/{id}"
 """What a rewritten description adds (after ``"; "``), so a model knows it may pass a handle."""
-HANDLE_PATTERN: Final = r"^blobstore://artifacts/[A-Za-z0-9_-]+(?:\?[A-Za-z0-9=&]*)?$"
+HANDLE_PATTERN: Final = (
+    r"^blobstore://artifacts/[A-Za-z0-9_-]+(?:/pages/[0-9]+\.(?:png|txt)|/audio)?(?:\?[A-Za-z0-9=&.]*)?$"
+)
+"""An artifact URI, a window of it (``?offset=&length=``) or a media view of it (``/pages/<n>.png``,
+``/pages/<n>.txt``, ``/audio?start=&duration=``, seconds with decimals): what a widened ``pattern`` admits."""
 MIN_HANDLE_LENGTH: Final = len(ARTIFACT_URI_PREFIX) + 24
 """The shortest artifact URI: ids are a 1-4 letter prefix, ``_`` and at least 22 URL-safe characters."""
 FILE_PARAM_KEY: Final = "x-blobstore-file"
@@ -37,6 +41,14 @@ _DATA_URL_FORMATS: Final = frozenset({"uri", "uri-reference", "iri", "iri-refere
 _BYTE_FORMATS: Final = frozenset({"byte", "binary"})
 _TEXT_TYPES: Final = frozenset({"application/json", "application/xml", "application/yaml", "image/svg+xml"})
 _COMBINATORS: Final = ("anyOf", "oneOf", "allOf")
+_EXCLUSIVE: Final = frozenset({"oneOf", "not", "if", "contains"})
+"""Keywords under which admitting more is not only widening: a value that matches a second ``oneOf`` branch
+fails it, a ``not`` refuses more, a wider ``if`` switches to ``then``, a wider ``contains`` can exceed
+``maxContains``."""
+_SCHEMA_MAPS: Final = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"}
+)
+_VALUES: Final = frozenset({"enum", "const", "default", "examples"})
 
 
 class Form(enum.Enum):
@@ -217,13 +229,49 @@ def binary_sites(schema: Mapping[str, Any] | None) -> list[BinarySite]:
     return list(found.values())
 
 
-def _widen(node: dict[str, Any], form: Form) -> None:
+def _exclusive_nodes(root: Any) -> set[int]:
+    """The schema nodes reachable (also through local ``$ref``) from under an :data:`_EXCLUSIVE` keyword.
+
+    Raising a ``maxLength`` there could make a value the upstream's schema accepts fail the rewritten one,
+    so such a node only has its description changed.
+    """
+    found: set[int] = set()
+    seen: set[tuple[int, bool]] = set()
+
+    def visit(node: Any, exclusive: bool) -> None:
+        if isinstance(node, list):
+            for item in node:
+                visit(item, exclusive)
+            return
+        if not isinstance(node, dict) or (id(node), exclusive) in seen:
+            return
+        seen.add((id(node), exclusive))
+        if exclusive:
+            found.add(id(node))
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            visit(_pointer(root, ref), exclusive)
+        for key, sub in node.items():
+            if key in _SCHEMA_MAPS and isinstance(sub, dict):
+                # Names of properties or definitions, not keywords: a property called "not" is a property.
+                for named in sub.values():
+                    visit(named, exclusive)
+            elif key not in _VALUES:
+                visit(sub, exclusive or key in _EXCLUSIVE)
+
+    visit(root, False)
+    return found
+
+
+def _widen(node: dict[str, Any], form: Form, *, constraints: bool = True) -> None:
     description = node.get("description")
     if isinstance(description, str) and description.strip():
         if HANDLE_HINT not in description:
             node["description"] = f"{description.rstrip().rstrip('.;')}; {HANDLE_HINT}"
     else:
         node["description"] = f"{_DEFAULT_DESCRIPTIONS[form]}; {HANDLE_HINT}"
+    if not constraints:
+        return
     longest = node.get("maxLength")
     if isinstance(longest, int) and longest < MAX_URI_LENGTH:
         node["maxLength"] = MAX_URI_LENGTH
@@ -240,18 +288,20 @@ def advertise_handles(schema: Mapping[str, Any] | None) -> dict[str, Any] | None
     """A copy of ``schema`` whose binary-content properties say, and admit, that an artifact URI is accepted.
 
     Only ``description``, ``maxLength``, ``minLength`` and ``pattern`` of those properties change (a shared
-    ``$defs`` entry once), and only so that the URI fits. Rewriting twice changes nothing more.
+    ``$defs`` entry once), and only so that the URI fits; under ``oneOf``, ``not``, ``if`` or ``contains``
+    only the description (see :data:`_EXCLUSIVE`). Rewriting twice changes nothing more.
     """
     if not isinstance(schema, dict):
         return None
     rewritten = copy.deepcopy(dict(schema))
+    exclusive = _exclusive_nodes(rewritten)
     done: set[int] = set()
     for _path, node, _file_param in _walk(rewritten, rewritten, (), frozenset(), False):
         form = binary_form(node)
         if form is None or id(node) in done:
             continue
         done.add(id(node))
-        _widen(node, form)
+        _widen(node, form, constraints=id(node) not in exclusive)
     return rewritten
 
 

@@ -339,3 +339,77 @@ def test_named_path_and_url_properties_say_a_handle_is_accepted_and_admit_one() 
         Validator(rewritten).validate({name: value})
     assert schema["properties"]["path"] == {"type": "string", "maxLength": 200, "pattern": "^/"}
     assert advertise_named(rewritten, forms) == rewritten
+
+
+def test_a_value_that_matched_one_branch_of_a_one_of_still_matches_only_that_one() -> None:
+    # Raising the base64 branch's maxLength would let a long https URL match both branches, and a oneOf
+    # refuses a value that matches two.
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "image": {
+                "oneOf": [
+                    {"type": "string", "contentEncoding": "base64", "maxLength": 100},
+                    {"type": "string", "format": "uri", "minLength": 101},
+                ]
+            }
+        },
+    }
+    link = {"image": "https://example.com/" + "x" * 120}
+    Validator(schema).validate(link)
+    rewritten = advertise_handles(schema)
+    assert rewritten is not None
+    Validator(rewritten).validate(link)
+    branch = rewritten["properties"]["image"]["oneOf"][0]
+    assert branch["description"] == f"Base64 bytes; {HANDLE_HINT}"
+    assert branch["maxLength"] == 100
+    Validator(rewritten).validate({"image": HANDLE})
+
+
+def test_a_definition_also_used_under_not_keeps_its_constraints() -> None:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "$defs": {"Png": {"type": "string", "contentEncoding": "base64", "maxLength": 10}},
+        "properties": {
+            "image": {"$ref": "#/$defs/Png"},
+            "label": {"type": "string", "not": {"$ref": "#/$defs/Png"}},
+        },
+    }
+    labelled = {"label": "a label longer than ten"}
+    Validator(schema).validate(labelled)
+    rewritten = advertise_handles(schema)
+    assert rewritten is not None
+    Validator(rewritten).validate(labelled)
+    assert rewritten["$defs"]["Png"]["description"] == f"Base64 bytes; {HANDLE_HINT}"
+    assert rewritten["$defs"]["Png"]["maxLength"] == 10
+
+
+def test_a_widened_pattern_admits_window_and_media_view_uris() -> None:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "image": {"type": "string", "contentEncoding": "base64", "pattern": "^[A-Za-z0-9+/=]+$"}
+        },
+    }
+    rewritten = advertise_handles(schema)
+    assert rewritten is not None
+    for uri in (
+        HANDLE,
+        WINDOW,
+        f"{HANDLE}/pages/3.png",
+        f"{HANDLE}/pages/12.txt",
+        f"{HANDLE}/audio?start=1.5&duration=2",
+    ):
+        Validator(rewritten).validate({"image": uri})
+    for stranger in ("https://example.com/a.png", f"{HANDLE}/../x", f"{HANDLE}/pages/1.gif"):
+        assert not Validator(rewritten).is_valid({"image": stranger}), stranger
+
+
+def test_a_property_named_like_a_keyword_is_widened_as_any_other() -> None:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {"not": {"type": "string", "contentEncoding": "base64", "maxLength": 10}},
+    }
+    rewritten = advertise_handles(schema)
+    assert rewritten is not None
+    Validator(rewritten).validate({"not": HANDLE})
