@@ -262,11 +262,20 @@ class ArtifactService:
         )
 
     async def read_window(
-        self, caller: Caller, artifact_id: str, offset: int | None, length: int | None
+        self,
+        caller: Caller,
+        artifact_id: str,
+        offset: int | None,
+        length: int | None,
+        *,
+        max_window: int | None = None,
     ) -> tuple[Artifact, Window, bytes]:
-        """One bounded window (MCP semantics): ``[offset, min(offset+length, size))``, at most the maximum."""
+        """One bounded window (MCP semantics): ``[offset, min(offset+length, size))``, at most the maximum
+        (``mcp_window_max``, or ``max_window`` when that is lower)."""
         started = time.monotonic()
         limit = self.settings.mcp_window_max
+        if max_window is not None:
+            limit = min(limit, max_window)
 
         def choose(artifact: Artifact) -> tuple[Window, tuple[int, int] | None]:
             win = window(offset, length, artifact.size, limit)

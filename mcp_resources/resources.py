@@ -155,12 +155,15 @@ class StoreResources:
         caller_for: CallerResolver,
         *,
         page_size: int = DEFAULT_PAGE_SIZE,
+        window_max: int | None = None,
     ) -> None:
         if not 1 <= page_size <= 1000:
             raise ValueError("page_size must be between 1 and 1000")
         self.service = service
         self.caller_for = caller_for
         self.page_size = page_size
+        self._window_max = window_max
+        """A lower window cap than the settings' (the proxy's, from its host profile)."""
 
     @property
     def inline_limit(self) -> int:
@@ -168,7 +171,8 @@ class StoreResources:
 
     @property
     def max_window(self) -> int:
-        return self.service.settings.mcp_window_max
+        configured = self.service.settings.mcp_window_max
+        return configured if self._window_max is None else min(configured, self._window_max)
 
     # -- listing ----------------------------------------------------------------------------------------
 
@@ -326,7 +330,9 @@ class StoreResources:
         return None, (0, artifact.size) if artifact.size else None
 
     async def _read_window(self, caller: Caller, uri: str, ref: ArtifactRef) -> ReadContents:
-        artifact, win, data = await self.service.read_window(caller, ref.artifact_id, ref.offset, ref.length)
+        artifact, win, data = await self.service.read_window(
+            caller, ref.artifact_id, ref.offset, ref.length, max_window=self.max_window
+        )
         step = min(ref.length or self.max_window, self.max_window)
         next_uri = None if win.eof else window_uri(artifact.id, win.end, step)
         return ReadContents(

@@ -67,7 +67,8 @@ async def run_proxy(
     # A server, like `blobstore mcp`: it brings the schema up to date before it serves.
     async with open_service(settings, migrate=True) as service:
         caller = Caller(namespace=settings.mcp_namespace, actor="mcp-proxy")
-        local = LocalStore(service, caller)
+        # The store's windows (read_artifact, resources/read) are sized for the host's caps, as results are.
+        local = LocalStore(service, caller, window_max=rules.profile.window_max())
         store = EmbeddedStore(
             service=service,
             caller=local.resources.caller_for,

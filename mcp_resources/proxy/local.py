@@ -39,8 +39,8 @@ READ_TOOL: Final = "read_artifact"
 class LocalStore:
     """An in-process server for ``blobstore://`` reads and the read tool, answered in the caller's era."""
 
-    def __init__(self, service: ArtifactService, caller: Caller) -> None:
-        self.resources = StoreResources(service, fixed_caller(caller))
+    def __init__(self, service: ArtifactService, caller: Caller, *, window_max: int | None = None) -> None:
+        self.resources = StoreResources(service, fixed_caller(caller), window_max=window_max)
         self.tools = StoreTools(self.resources)
         self.read_tool = next(tool for tool in self.tools.tools if tool.name == READ_TOOL)
         self.server: Server[Any] = Server(

@@ -64,6 +64,17 @@ class HostProfile:
     def text_threshold(self, configured: int) -> int:
         return configured if self.max_text_chars is None else min(configured, self.max_text_chars)
 
+    def window_max(self) -> int:
+        """The largest window whose read answer stays within this host's caps: its base64 (4/3 of the
+        bytes) and the answer around it within the result bytes and tokens and, where the host writes long
+        results to a file, within what the read tool declares under :data:`MAX_RESULT_SIZE_CHARS_KEY`. A
+        multiple of 4 KiB, so windows fall on the store's block edges."""
+        chars = min(self.max_result_bytes, self.max_result_tokens * BYTES_PER_TOKEN)
+        if self.max_text_chars is not None:
+            chars = min(chars, READ_TOOL_RESULT_CHARS)
+        fits = (chars - WINDOW_ANSWER_OVERHEAD) * 3 // 4
+        return max(WINDOW_STEP, fits // WINDOW_STEP * WINDOW_STEP)
+
 
 CLAUDE_IMAGE_BYTES: Final = 5 * MiB
 """Claude refuses an image whose base64 is over 5 MB, and one over 8,000 px (2,000 px past 20 images)."""
@@ -72,6 +83,9 @@ CLAUDE_CODE_TEXT_CHARS: Final = 50_000
 MAX_RESULT_SIZE_CHARS_KEY: Final = "anthropic/maxResultSizeChars"
 READ_TOOL_RESULT_CHARS: Final = 500_000
 """What the read tool declares under :data:`MAX_RESULT_SIZE_CHARS_KEY`: the most Claude Code honours."""
+WINDOW_ANSWER_OVERHEAD: Final = 8 * 1024
+"""What a window's answer holds beside its base64: the block's fields, the text line, the next URI."""
+WINDOW_STEP: Final = 4 * 1024
 
 
 def _strictest(name: str) -> HostProfile:

@@ -182,3 +182,26 @@ async def test_a_large_payload_mirrored_in_structured_content_is_replaced_there_
         assert await peer.close() == 0
     (artifact,) = await stored(data_dir)
     assert artifact.sha256 == payload_sha256(size)
+
+
+@pytest.mark.parametrize(
+    ("profile", "window", "cap"),
+    [("claude-code", 64 * 1024, 100_000), ("claude-desktop", 760 * 1024, 1024 * 1024)],
+)
+async def test_a_full_window_of_the_read_tool_fits_the_hosts_caps(
+    data_dir: Path, profile: str, window: int, cap: int
+) -> None:
+    size = 2 * MiB
+    command = proxy_command(data_dir, RAW_UPSTREAM, "--host-profile", profile)
+    async with raw_peer(command) as peer:
+        await peer.handshake()
+        link = link_of(await call(peer, 1, "big", {"size": size, "kind": "blob"}))
+        # Asked for more than fits: the window is clamped to what the host takes whole.
+        line = await peer.request(
+            2, "tools/call", {"name": "read_artifact", "arguments": {"uri": link["uri"], "length": MiB}}
+        )
+        assert len(line) <= cap  # bytes, and for claude-code 25,000 tokens at 4 bytes a token
+        answer = json.loads(line)
+        blobs = [b["resource"]["blob"] for b in answer["result"]["content"] if b["type"] == "resource"]
+        assert [len(base64.b64decode(blob)) for blob in blobs] == [window]
+        assert await peer.close() == 0

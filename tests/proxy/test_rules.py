@@ -11,12 +11,14 @@ from blobstore.cli.proxy import proxy_command
 from blobstore.config import Settings
 from mcp_resources.binary_schema import Form
 from mcp_resources.proxy.rules import (
+    BYTES_PER_TOKEN,
     CLAUDE_CODE_TEXT_CHARS,
     CLAUDE_IMAGE_BYTES,
     DEFAULT_TEXT_PREVIEW,
     DEFAULT_TEXT_THRESHOLD,
     HOST_PROFILES,
     MANY_IMAGES,
+    WINDOW_ANSWER_OVERHEAD,
     OffloadConfigError,
     load_rules,
 )
@@ -205,3 +207,15 @@ def test_url_arguments_need_a_public_url_or_presigned_s3_downloads(tmp_path: Pat
     presigned = Settings(storage_url="s3://bucket/prefix", s3_presign_downloads=True)
     rules = load_rules(presigned, profile="generic", config_path=path, read_tool_hint=False)
     assert rules.arguments.for_tool("a") == {"source": Form.URL}
+
+
+def test_the_stores_windows_under_a_profile_fit_its_result_caps() -> None:
+    # base64 of the window plus the answer around it within the strictest caps (25,000 tokens at 4 bytes,
+    # and at most the 500,000 characters the read tool declares), or within Claude Desktop's 1 MiB.
+    strictest = HOST_PROFILES["generic"].window_max()
+    assert strictest == 64 * 1024
+    assert strictest * 4 // 3 + WINDOW_ANSWER_OVERHEAD <= 25_000 * BYTES_PER_TOKEN
+    desktop = HOST_PROFILES["claude-desktop"].window_max()
+    assert desktop * 4 // 3 + WINDOW_ANSWER_OVERHEAD <= 1024 * 1024
+    assert desktop % 4096 == 0
+    assert (desktop + 4096) * 4 // 3 + WINDOW_ANSWER_OVERHEAD > 1024 * 1024  # the largest that fits
