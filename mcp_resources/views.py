@@ -340,6 +340,8 @@ async def _segment_result(
     name = source.artifact.name
     head = segment_line(name, float(meta["start_seconds"]), end, total)
     block: ContentBlock
+    # The estimate is of this answer's blocks, as for pages and frames: a linked segment costs nothing here.
+    tokens = 0
     if budget.take(view.data):
         tokens = estimate_audio_tokens(length)
         head += f", 16 kHz mono WAV; about {tokens} tokens."
@@ -354,7 +356,7 @@ async def _segment_result(
         )
     step = args.duration_seconds or views.max_audio_seconds
     tail = next_segment_hint(end, total, step)
-    structured = {"view": {"kind": "audio", **meta}}
+    structured = {"view": {"kind": "audio", **meta, "estimated_tokens": tokens}}
     return CallToolResult(
         content=[TextContent(text=head), block, TextContent(text=tail)], structured_content=structured
     )

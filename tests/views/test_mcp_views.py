@@ -78,6 +78,11 @@ async def test_an_audio_segment_is_an_audio_block_of_16_khz_mono_with_its_times(
     assert tail.text == "That segment reaches the end of the recording."
     channels, rate, _, pcm = media.samples_of(base64.b64decode(block.data))
     assert (channels, rate, len(pcm)) == (1, 16_000, 2 * 30 * 16_000)
+    # The structured view states the first line's estimate, as for every other kind of view.
+    assert isinstance(result.structured_content, dict)
+    view = result.structured_content["view"]
+    assert (view["kind"], view["start_seconds"], view["end_seconds"]) == ("audio", 40.0, 70.0)
+    assert view["estimated_tokens"] == 960
 
 
 async def test_frames_and_regions_come_as_images_between_their_lines(
@@ -182,3 +187,27 @@ async def test_a_page_image_over_the_answer_budget_becomes_a_link_to_its_view(
     assert not result.is_error, result.content
     (link,) = [block for block in result.content if isinstance(block, ResourceLink)]
     assert link.uri == f"{uri(media_set, 'report.pdf')}/pages/2.png"
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_an_audio_segment_over_the_answer_budget_becomes_a_link_to_its_audio_resource(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        media_set,
+        "settings",
+        media_set.settings.model_copy(update={"inline_limit": 1024, "mcp_window_max": 1024}),
+    )
+    arguments = {"uri": uri(media_set, "pattern.wav"), "start_seconds": 10, "duration_seconds": 2}
+    async with connect(transport, media_set, request) as client:
+        result = await client.call_tool("read_artifact", arguments)
+        assert not result.is_error, result.content
+        (link,) = [block for block in result.content if isinstance(block, ResourceLink)]
+        read = (await client.read_resource(str(link.uri))).contents[0]
+    assert not any(isinstance(block, AudioContent) for block in result.content)
+    assert link.uri == f"{uri(media_set, 'pattern.wav')}/audio?start=10&duration=2"
+    assert isinstance(result.structured_content, dict)
+    assert result.structured_content["view"]["estimated_tokens"] == 0
+    assert isinstance(read, BlobResourceContents)
+    channels, rate, _, pcm = media.samples_of(base64.b64decode(read.blob))
+    assert (channels, rate, len(pcm)) == (1, 16_000, 2 * 2 * 16_000)
