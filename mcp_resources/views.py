@@ -195,15 +195,21 @@ class ViewArgs:
 
     @property
     def asked(self) -> bool:
-        return any(
-            value is not None
-            for value in (
-                self.pages,
-                self.start_seconds,
-                self.duration_seconds,
-                self.frames,
-                self.region,
-                self.max_edge,
+        # A page_format or frames_layout other than its default asks for a view too, so that it is refused
+        # without its pages or frames rather than ignored by a byte read.
+        return (
+            self.page_format != "text"
+            or self.frames_layout != "frames"
+            or any(
+                value is not None
+                for value in (
+                    self.pages,
+                    self.start_seconds,
+                    self.duration_seconds,
+                    self.frames,
+                    self.region,
+                    self.max_edge,
+                )
             )
         )
 
@@ -252,6 +258,12 @@ async def view_result(
     chosen = [name for name, given in families.items() if given]
     if len(chosen) > 1:
         raise InvalidRequest(f"ask for one view per call, not {' and '.join(chosen)}")
+    if args.pages is None and args.page_format != "text":
+        raise InvalidRequest(f'page_format="{args.page_format}" applies to pages: add pages, e.g. pages="1"')
+    if args.frames is None and args.frames_layout != "frames":
+        raise InvalidRequest(
+            f'frames_layout="{args.frames_layout}" applies to frames: add frames, e.g. frames=6'
+        )
     left = _Budget(budget)
     if args.pages is not None:
         return await _pages_result(views, caller, artifact_id, args, left)

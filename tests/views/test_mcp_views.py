@@ -211,3 +211,28 @@ async def test_an_audio_segment_over_the_answer_budget_becomes_a_link_to_its_aud
     assert isinstance(read, BlobResourceContents)
     channels, rate, _, pcm = media.samples_of(base64.b64decode(read.blob))
     assert (channels, rate, len(pcm)) == (1, 16_000, 2 * 2 * 16_000)
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_a_page_format_or_frames_layout_without_its_view_is_refused_not_read_as_bytes(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest
+) -> None:
+    async with connect(transport, media_set, request) as client:
+        image = await client.call_tool(
+            "read_artifact", {"uri": uri(media_set, "report.pdf"), "page_format": "image"}
+        )
+        sheet = await client.call_tool(
+            "read_artifact", {"uri": uri(media_set, "clip.mp4"), "frames_layout": "sheet"}
+        )
+        # The defaults, sent as a client fills in a schema, still read bytes.
+        plain = await client.call_tool(
+            "read_artifact",
+            {"uri": uri(media_set, "clip.mp4"), "page_format": "text", "frames_layout": "frames"},
+        )
+    assert view_error(image) == "invalid_request"
+    assert "pages" in texts(image)[0]
+    assert view_error(sheet) == "invalid_request"
+    assert "frames" in texts(sheet)[0]
+    assert not plain.is_error, plain.content
+    assert isinstance(plain.structured_content, dict)
+    assert "window" in plain.structured_content
