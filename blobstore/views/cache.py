@@ -25,7 +25,9 @@ from blobstore.models import NewRendition, Rendition
 from blobstore.records import RenditionRecords
 from blobstore.storage.base import BlobStore
 
-VIEW_VERSION: Final = "1"
+VIEW_VERSION: Final = "2"
+"""The renderer version in every key. 2: audio segments count time from the container's start (an MP3's
+encoder delay), so segments made by 1 that start early are never served again."""
 _THREADS = anyio.CapacityLimiter(4)
 
 

@@ -249,12 +249,17 @@ def _segment_samples(container: Any, stream: Any, start: float, duration: float)
     out = bytearray()
     skip: int | None = None
     first = 0.0
+    # FFmpeg's timestamps start at the container's start time, not at 0: an MP3's first sample is at its
+    # encoder delay (about 25 ms). Times in the recording are counted from there, so that a segment after
+    # a seek starts where one decoded from the beginning would have it.
+    origin = container.start_time / 1_000_000 if container.start_time else 0.0
     if start > 0:
-        container.seek(int(start / stream.time_base), stream=stream, backward=True, any_frame=False)
+        target = int((start + origin) / stream.time_base)
+        container.seek(target, stream=stream, backward=True, any_frame=False)
     try:
         for frame in container.decode(stream):
             if skip is None:
-                first = float(frame.time) if frame.time is not None else 0.0
+                first = float(frame.time) - origin if frame.time is not None else 0.0
                 skip = max(0, round((start - first) * AUDIO_RATE))
             for piece in resampler.resample(frame):
                 out += bytes(piece.planes[0])[: piece.samples * 2]

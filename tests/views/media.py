@@ -133,6 +133,23 @@ AUDIO_FORMATS = {
 
 def tone(kind: str, seconds: float, frequency: float = 440.0, channels: int = 2) -> bytes:
     """``seconds`` of a sine tone at ``frequency`` Hz, encoded by FFmpeg as ``kind`` (wav, flac, ogg, mp3)."""
+    return encoded(kind, seconds, lambda t: 12_000 * math.sin(2 * math.pi * frequency * t), channels)
+
+
+def sweep_value(t: float) -> float:
+    """The sweep at ``t`` seconds: a sine rising from 200 Hz by 40 Hz a second. No two stretches of it are
+    alike, so a segment that starts a few samples early or late shows it (a steady tone repeats every
+    period)."""
+    return 12_000 * math.sin(2 * math.pi * (200 * t + 20 * t * t))
+
+
+def sweep(kind: str, seconds: float) -> bytes:
+    """``seconds`` of :func:`sweep_value`, mono, encoded by FFmpeg as ``kind``."""
+    return encoded(kind, seconds, sweep_value, channels=1)
+
+
+def encoded(kind: str, seconds: float, signal: Callable[[float], float], channels: int = 2) -> bytes:
+    """``seconds`` of ``signal`` (a value for each time) encoded by FFmpeg as ``kind``."""
     container_format, codec, rate, sample_format = AUDIO_FORMATS[kind]
     out = io.BytesIO()
     layout = "stereo" if channels == 2 else "mono"
@@ -144,9 +161,7 @@ def tone(kind: str, seconds: float, frequency: float = 440.0, channels: int = 2)
         total = round(seconds * rate)
         for start in range(0, total, block):
             count = min(block, total - start)
-            values = [
-                round(12_000 * math.sin(2 * math.pi * frequency * (start + i) / rate)) for i in range(count)
-            ]
+            values = [round(signal((start + i) / rate)) for i in range(count)]
             frame = av.AudioFrame(format="s16", layout=layout, samples=count)
             interleaved = [v for v in values for _ in range(channels)]
             frame.planes[0].update(struct.pack(f"<{count * channels}h", *interleaved))
@@ -185,6 +200,19 @@ def samples_of(wav: bytes) -> tuple[int, int, int, bytes]:
 
     with wave.open(io.BytesIO(wav), "rb") as reader:
         return reader.getnchannels(), reader.getframerate(), reader.getsampwidth(), reader.readframes(-1)
+
+
+def sweep_lag(pcm: bytes, start: float, rate: int = 16_000, most: int = 800) -> int:
+    """How many samples later than ``start`` the sweep in ``pcm`` (16-bit mono at ``rate``) really starts
+    (negative: earlier), searched within ``most`` samples either way."""
+    values: tuple[int, ...] = struct.unpack(f"<{len(pcm) // 2}h", pcm)
+    points = range(0, min(len(values), rate), 16)
+    ideal = [sweep_value(start + (j - most) / rate) for j in range(2 * most + max(points) + 1)]
+
+    def error(lag: int) -> float:
+        return sum((values[i] - ideal[i + lag + most]) ** 2 for i in points)
+
+    return min(range(-most, most + 1), key=error)
 
 
 def zero_crossings(pcm: bytes) -> int:

@@ -127,6 +127,22 @@ async def test_a_30_second_segment_of_every_audio_format_is_16_khz_mono_and_the_
     assert 9.0 <= view.meta["decoded_from_seconds"] <= 10.0
 
 
+@pytest.mark.parametrize("kind", list(media.AUDIO_FORMATS))
+async def test_a_segment_after_a_seek_starts_at_its_time_in_every_audio_format(
+    views: MediaViews, store: ArtifactService, kind: str
+) -> None:
+    # An MP3 starts with the encoder's delay (about 25 ms), which FFmpeg's timestamps count: a segment
+    # must start at its time in the recording, not that much before it.
+    artifact = await put(store, media.sweep(kind, 40.0), f"sweep.{kind}")
+    source = await views.open(CALLER, artifact.id)
+    for start in (10.0, 33.3):
+        view = await views.audio(source, start, 2.0)
+        _, rate, _, pcm = media.samples_of(view.data)
+        assert rate == RATE
+        # Within 3 ms (48 samples): a tenth of an MP3 frame, what resampling and packet times leave.
+        assert abs(media.sweep_lag(pcm, start)) <= 48, (kind, start)
+
+
 async def test_keyframes_are_where_the_video_has_them_and_show_their_frame(
     views: MediaViews, media_set: MediaSet
 ) -> None:
