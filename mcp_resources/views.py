@@ -348,7 +348,8 @@ async def _segment_result(
     view = await views.audio(source, start, args.duration_seconds)
     meta = view.meta
     end, total = float(meta["end_seconds"]), float(meta["duration_seconds"])
-    length = end - float(meta["start_seconds"])
+    # To the sample's precision, so that a 30 s segment is 960 tokens rather than 30.000000000000004 s.
+    length = round(end - float(meta["start_seconds"]), 6)
     name = source.artifact.name
     head = segment_line(name, float(meta["start_seconds"]), end, total)
     block: ContentBlock

@@ -236,3 +236,18 @@ async def test_a_page_format_or_frames_layout_without_its_view_is_refused_not_re
     assert not plain.is_error, plain.content
     assert isinstance(plain.structured_content, dict)
     assert "window" in plain.structured_content
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_a_30_second_segment_at_any_start_is_estimated_at_960_tokens(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest
+) -> None:
+    # 32 tokens a second of 30 s, whatever rounding the start's and end's floating-point values carry.
+    async with connect(transport, media_set, request) as client:
+        for start in (2.2, 6.7, 12.7):
+            arguments = {"uri": uri(media_set, "pattern.wav"), "start_seconds": start, "duration_seconds": 30}
+            result = await client.call_tool("read_artifact", arguments)
+            assert not result.is_error, result.content
+            assert texts(result)[0].endswith(", 16 kHz mono WAV; about 960 tokens."), (start, texts(result))
+            assert isinstance(result.structured_content, dict)
+            assert result.structured_content["view"]["estimated_tokens"] == 960
