@@ -37,7 +37,7 @@ from blobstore.views.describe import (
     seconds,
     segment_line,
 )
-from blobstore.views.engine import MediaViews, Source
+from blobstore.views.engine import MediaViews, Source, distinct_frames
 from blobstore.views.params import FramesLayout, PageFormat, parse_page, parse_pages, parse_region
 from mcp_resources.content import estimate_audio_tokens, estimate_image_tokens, estimate_text_tokens
 
@@ -383,6 +383,10 @@ async def _frames_result(
     facts = await views.facts(source)
     frames = await views.frames(source, args.frames, max_edge=args.max_edge, layout=args.frames_layout)
     name = source.artifact.name
+    # Evenly spaced times of a video with fewer keyframes land on one keyframe for several: each is shown
+    # once, so an answer never spends tokens on the same picture twice.
+    frames = distinct_frames(frames)
+    found = sum(len(view.meta.get("times") or [view.meta["time_seconds"]]) for view in frames)
     blocks: list[ContentBlock] = []
     tokens = 0
     shown: list[str] = []
@@ -398,9 +402,14 @@ async def _frames_result(
         shown.append(label)
     total = float(facts.get("duration_seconds", 0.0))
     size = f"{facts.get('width')}x{facts.get('height')}"
+    fewer = (
+        f" ({args.frames} asked: the video has no other keyframes near those times)"
+        if found < args.frames
+        else ""
+    )
     head = (
-        f"{name}, {args.frames} keyframe{'s' if args.frames != 1 else ''} of {seconds(total)} s "
-        f"({size}); about {tokens} tokens."
+        f"{name}, {found} keyframe{'s' if found != 1 else ''} of {seconds(total)} s "
+        f"({size}){fewer}; about {tokens} tokens."
     )
     tail = "Hear it with read_artifact(uri, start_seconds=0)." if facts.get("has_audio") else ""
     tail = (tail + " " if tail else "") + (

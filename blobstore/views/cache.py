@@ -27,7 +27,7 @@ from blobstore.storage.base import BlobStore
 
 VIEW_VERSION: Final = "2"
 """The renderer version in every key. 2: audio segments count time from the container's start (an MP3's
-encoder delay), so segments made by 1 that start early are never served again."""
+encoder delay) and a contact sheet shows each keyframe once, so the products of 1 are never served again."""
 _THREADS = anyio.CapacityLimiter(4)
 
 

@@ -367,6 +367,9 @@ def video_frames(path: str, count: int, max_edge: int, layout: str) -> Decoded:
     if layout == "sheet":
         from PIL import Image
 
+        # A video with fewer keyframes than times lands on one keyframe for several: a sheet shows it once.
+        frames = [frame for i, frame in enumerate(frames) if i == 0 or times[i] != times[i - 1]]
+        times = list(dict.fromkeys(times))
         columns = math.ceil(math.sqrt(len(frames)))
         rows = math.ceil(len(frames) / columns)
         cell_w = max(image.width for _, image in frames)

@@ -28,7 +28,8 @@ TRANSPORTS = ["memory", "memory-legacy", "http", "http-legacy", "stdio"]
 class MediaSet:
     settings: Settings
     ids: dict[str, str] = field(default_factory=dict)
-    """Artifact ids by name: report.pdf, scan.pdf, pattern.wav, tone.<kind>, clip.mp4, picture.png."""
+    """Artifact ids by name: report.pdf, scan.pdf, pattern.wav, tone.<kind>, clip.mp4, short.mp4 (two
+    keyframes), picture.png."""
     foreign_pdf: str = ""
 
 
@@ -39,6 +40,7 @@ async def _populate(settings: Settings, tmp: Path) -> MediaSet:
         "scan.pdf": media.image_pdf(2),
         "pattern.wav": media.pattern_wav(70.0),
         "clip.mp4": media.numbered_video(6),
+        "short.mp4": media.numbered_video(2),
         "picture.png": media.png_bytes(600, 400),
     }
     for kind in media.AUDIO_FORMATS:

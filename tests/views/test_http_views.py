@@ -158,3 +158,16 @@ async def test_a_frames_listing_is_revalidated_by_its_etag_and_differs_by_count(
     assert other.status_code == 200
     assert other.headers["etag"] != listing.headers["etag"]
     assert len(other.json()["frames"]) == 3
+
+
+async def test_a_frames_listing_names_each_keyframe_once(
+    http: httpx.AsyncClient, media_set: MediaSet
+) -> None:
+    async with http:
+        listing = await http.get(f"/v1/artifacts/{media_set.ids['short.mp4']}/frames?count=8")
+        body = listing.json()
+        images = [await http.get(frame["url"]) for frame in body["frames"]]
+    assert [frame["time_seconds"] for frame in body["frames"]] == [0.0, 1.0]
+    for frame, image in zip(body["frames"], images, strict=True):
+        assert image.status_code == 200
+        assert abs(media.gray_level(image.content) - 4 * round(frame["time_seconds"] * 10)) < 4

@@ -251,3 +251,32 @@ async def test_a_30_second_segment_at_any_start_is_estimated_at_960_tokens(
             assert texts(result)[0].endswith(", 16 kHz mono WAV; about 960 tokens."), (start, texts(result))
             assert isinstance(result.structured_content, dict)
             assert result.structured_content["view"]["estimated_tokens"] == 960
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_more_frames_than_the_video_has_keyframes_show_each_keyframe_once(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest
+) -> None:
+    # short.mp4 is 2 s with a keyframe at 0 s and at 1 s: eight evenly spaced times land on those two.
+    async with connect(transport, media_set, request) as client:
+        frames = await client.call_tool("read_artifact", {"uri": uri(media_set, "short.mp4"), "frames": 8})
+        sheet = await client.call_tool(
+            "read_artifact", {"uri": uri(media_set, "short.mp4"), "frames": 8, "frames_layout": "sheet"}
+        )
+    assert not frames.is_error, frames.content
+    head = texts(frames)[0]
+    assert head.startswith("short.mp4, 2 keyframes of 2.0 s (320x240)"), head
+    assert "8 asked" in head
+    assert [t for t in texts(frames) if t.startswith("keyframe at")] == [
+        "keyframe at 0.0 s",
+        "keyframe at 1.0 s",
+    ]
+    assert sum(isinstance(block, ImageContent) for block in frames.content) == 2
+    assert isinstance(frames.structured_content, dict)
+    assert frames.structured_content["view"]["times"] == [0.0, 1.0]
+    assert not sheet.is_error, sheet.content
+    assert "sheet of 0.0 s, 1.0 s" in texts(sheet)
+    (image,) = [block for block in sheet.content if isinstance(block, ImageContent)]
+    with Image.open(io.BytesIO(base64.b64decode(image.data))) as decoded:
+        # Two cells side by side, not a 3x3 grid of eight.
+        assert decoded.width == 2 * decoded.height * 320 // 240
