@@ -280,3 +280,22 @@ async def test_more_frames_than_the_video_has_keyframes_show_each_keyframe_once(
     with Image.open(io.BytesIO(base64.b64decode(image.data))) as decoded:
         # Two cells side by side, not a 3x3 grid of eight.
         assert decoded.width == 2 * decoded.height * 320 // 240
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_the_read_tool_states_the_configured_page_and_segment_limits(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        media_set,
+        "settings",
+        media_set.settings.model_copy(update={"view_max_pages": 4, "view_max_audio_seconds": 12.5}),
+    )
+    async with connect(transport, media_set, request) as client:
+        (tool,) = [tool for tool in (await client.list_tools()).tools if tool.name == "read_artifact"]
+        five = await client.call_tool("read_artifact", {"uri": uri(media_set, "report.pdf"), "pages": "1-5"})
+    properties = tool.input_schema["properties"]
+    # A model reads the limits from the schema: the numbers this server enforces, not a setting's name.
+    assert "at most 4 per call" in properties["pages"]["description"]
+    assert "default and most 12.5" in properties["duration_seconds"]["description"]
+    assert view_error(five) == "invalid_request"
