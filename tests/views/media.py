@@ -250,6 +250,39 @@ def numbered_video(seconds: int = 6) -> bytes:
     return out.getvalue()
 
 
+def video_with_sound(seconds: int = 20) -> bytes:
+    """An H.264 + AAC MP4 (FFmpeg's encoders): frames like :func:`numbered_video`'s at 160x120, and
+    :func:`sweep_value` as its sound (44.1 kHz mono)."""
+    rate, block = 44_100, 1024
+    out = io.BytesIO()
+    with av.open(out, "w", format="mp4") as container:
+        video = container.add_stream("libx264", rate=VIDEO_FPS)
+        assert isinstance(video, av.VideoStream)
+        video.width, video.height = 160, 120
+        video.pix_fmt = "yuv420p"
+        sound = container.add_stream("aac", rate=rate, layout="mono")
+        assert isinstance(sound, av.AudioStream)
+        for number in range(seconds * VIDEO_FPS):
+            frame = av.VideoFrame.from_image(Image.new("RGB", (160, 120), (number % 256,) * 3))  # type: ignore[no-untyped-call]
+            frame.pts = number
+            for packet in video.encode(frame):
+                container.mux(packet)
+        for start in range(0, seconds * rate, block):
+            count = min(block, seconds * rate - start)
+            piece = av.AudioFrame(format="s16", layout="mono", samples=count)
+            values = [round(sweep_value((start + i) / rate)) for i in range(count)]
+            piece.planes[0].update(struct.pack(f"<{count}h", *values))
+            piece.rate = rate
+            piece.pts = start
+            piece.time_base = Fraction(1, rate)
+            for packet in sound.encode(_converted(piece, "fltp", "mono", rate)):
+                container.mux(packet)
+        for stream in (video, sound):
+            for packet in stream.encode(None):
+                container.mux(packet)
+    return out.getvalue()
+
+
 def gray_level(jpeg: bytes) -> float:
     """The mean brightness of an image (a frame of :func:`numbered_video` is flat)."""
     with Image.open(io.BytesIO(jpeg)) as image:

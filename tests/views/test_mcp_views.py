@@ -299,3 +299,32 @@ async def test_the_read_tool_states_the_configured_page_and_segment_limits(
     assert "at most 4 per call" in properties["pages"]["description"]
     assert "default and most 12.5" in properties["duration_seconds"]["description"]
     assert view_error(five) == "invalid_request"
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_a_videos_sound_is_read_as_audio_segments_and_its_frames_say_so(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest
+) -> None:
+    from blobstore.runtime import open_service
+    from tests.mcp.conftest import put
+
+    async with open_service(media_set.settings) as service:
+        film = await put(service, media.video_with_sound(20), "film.mp4")
+    assert (film.mime_type, film.media["duration_seconds"]) == ("video/mp4", 20.0)
+    async with connect(transport, media_set, request) as client:
+        segment = await client.call_tool(
+            "read_artifact", {"uri": film.uri, "start_seconds": 5, "duration_seconds": 2}
+        )
+        frames = await client.call_tool("read_artifact", {"uri": film.uri, "frames": 2})
+    assert not segment.is_error, segment.content
+    head, block, tail = segment.content
+    assert isinstance(head, TextContent)
+    assert head.text == "film.mp4, 5.0-7.0 s of 20.0 s, 16 kHz mono WAV; about 64 tokens."
+    assert isinstance(block, AudioContent)
+    channels, rate, _, pcm = media.samples_of(base64.b64decode(block.data))
+    assert (channels, rate, len(pcm)) == (1, 16_000, 2 * 2 * 16_000)
+    assert abs(media.sweep_lag(pcm, 5.0)) <= 48
+    assert isinstance(tail, TextContent)
+    assert tail.text == "Next: read_artifact(uri, start_seconds=7.0, duration_seconds=2)."
+    assert not frames.is_error, frames.content
+    assert texts(frames)[-1].startswith("Hear it with read_artifact(uri, start_seconds=0).")
