@@ -319,9 +319,17 @@ async def _pages_result(
                     tokens += estimate_image_tokens(page.image.meta["width"], page.image.meta["height"])
     head = pages_line(name, pages, total, what[args.page_format])
     if ocr_pages:
-        head += f"; pages {page_list(ocr_pages)} have no text layer: their text is what OCR read"
+        head += (
+            f"; page {ocr_pages[0]} has no text layer: its text is what OCR read"
+            if len(ocr_pages) == 1
+            else f"; pages {page_list(ocr_pages)} have no text layer: their text is what OCR read"
+        )
     if fallbacks:
-        head += f"; pages {page_list(fallbacks)} have no text layer and are shown as images"
+        head += (
+            f"; page {fallbacks[0]} has no text layer and is shown as an image"
+            if len(fallbacks) == 1
+            else f"; pages {page_list(fallbacks)} have no text layer and are shown as images"
+        )
     head += f"; about {tokens} tokens."
     tail = next_pages_hint(pages, total)
     structured = {

@@ -328,3 +328,14 @@ async def test_a_videos_sound_is_read_as_audio_segments_and_its_frames_say_so(
     assert tail.text == "Next: read_artifact(uri, start_seconds=7.0, duration_seconds=2)."
     assert not frames.is_error, frames.content
     assert texts(frames)[-1].startswith("Hear it with read_artifact(uri, start_seconds=0).")
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_the_first_line_names_pages_without_a_text_layer_in_good_grammar(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest
+) -> None:
+    async with connect(transport, media_set, request) as client:
+        one = await client.call_tool("read_artifact", {"uri": uri(media_set, "scan.pdf"), "pages": "1"})
+        two = await client.call_tool("read_artifact", {"uri": uri(media_set, "scan.pdf"), "pages": "1-2"})
+    assert "; page 1 has no text layer and is shown as an image; about " in texts(one)[0]
+    assert "; pages 1-2 have no text layer and are shown as images; about " in texts(two)[0]
