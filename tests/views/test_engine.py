@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import struct
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -303,6 +304,41 @@ async def test_a_decoder_past_its_time_is_killed_and_reported(tmp_path: Path) ->
         with pytest.raises(ViewTimeout):
             await views.facts(source)
         assert views.runner.killed == 1
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie no one has reaped yet has ended too)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in {"Z", "X"}
+
+
+async def test_a_decoder_past_its_time_is_killed_with_the_ocr_program_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import anyio
+
+    # A "tesseract" that never finishes: the worker waits for it until its time is up.
+    programs = tmp_path / "bin"
+    programs.mkdir()
+    pid_file = tmp_path / "ocr.pid"
+    fake = programs / "tesseract"
+    fake.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 300\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{programs}:{os.environ['PATH']}")
+    async with open_service(Settings(data_dir=tmp_path / "data", view_timeout_seconds=5)) as service:
+        artifact = await put(service, media.scanned_pdf(["NEVER READ"]), "stuck.pdf")
+        views = MediaViews(service)
+        with pytest.raises(ViewTimeout):
+            await views.page_ocr(await views.open(CALLER, artifact.id), 1)
+    pid = int(pid_file.read_text())
+    for _ in range(100):  # SIGKILL is delivered at once; this waits only for the kernel to show it
+        if _gone(pid):
+            break
+        await anyio.sleep(0.05)
+    assert _gone(pid), "the OCR program outlived the worker that was killed"
 
 
 async def test_a_cleanup_run_removes_the_views_of_expired_artifacts(tmp_path: Path) -> None:
