@@ -391,6 +391,19 @@ def video_frames(path: str, count: int, max_edge: int, layout: str) -> Decoded:
 # -- images -----------------------------------------------------------------------------------------------
 
 
+_PNG_MODES: Final = frozenset({"1", "L", "I;16", "RGB", "RGBA"})
+"""Pillow modes a PNG holds as they are."""
+_ALPHA_MODES: Final = frozenset({"P", "LA", "PA", "La", "RGBa"})
+
+
+def _png_mode(image: Any) -> Any:
+    """``image`` in a mode PNG can hold: a valid CMYK JPEG, a LAB or a float TIFF is shown in RGB rather
+    than refused by the PNG writer; palette and alpha images keep their transparency."""
+    if image.mode in _PNG_MODES:
+        return image
+    return image.convert("RGBA" if image.mode in _ALPHA_MODES else "RGB")
+
+
 def image_view(path: str, region: list[int] | None, max_edge: int) -> Decoded:
     """A crop ``[x, y, w, h]`` of the original (or all of it), fitted to ``max_edge``; PNG out."""
     from PIL import Image
@@ -422,7 +435,7 @@ def image_view(path: str, region: list[int] | None, max_edge: int) -> Decoded:
             piece.load()
         except Exception:
             raise MediaInvalid("the image's pixels could not be decoded") from None
-    fitted = _fit(piece.convert("RGBA") if piece.mode in {"P", "LA", "PA"} else piece, max_edge)
+    fitted = _fit(_png_mode(piece), max_edge)
     data = io.BytesIO()
     fitted.save(data, format="PNG", optimize=True)
     meta = {
