@@ -107,6 +107,12 @@ class DecoderRunner:
             raise ViewTooLarge("the view is larger than a view may be")
         decoded = Decoded(meta=header.get("meta", {}))
         for part in parts:
-            data = await reader.receive_exactly(int(part["length"])) if part["length"] else b""
+            try:
+                data = await reader.receive_exactly(int(part["length"])) if part["length"] else b""
+            except (anyio.EndOfStream, anyio.IncompleteRead):
+                # Died between its header and the end of its parts, as when it ran out of address space.
+                raise MediaInvalid(
+                    "the decoder stopped on these bytes before its answer was complete"
+                ) from None
             decoded.parts.append((part["meta"], data))
         return decoded

@@ -135,3 +135,23 @@ def test_the_worker_process_reads_a_job_and_writes_its_answer(tmp_path: Path) ->
     )
     header = json.loads(done.stdout.split(b"\n", 1)[0])
     assert header["meta"]["pages"] == 2
+
+
+async def test_a_worker_that_dies_halfway_through_its_answer_is_media_invalid() -> None:
+    import anyio
+
+    from blobstore.views.runner import DecoderRunner
+
+    # A worker that announces ten bytes, sends three and exits (as one killed mid-write would).
+    script = (
+        "import sys; sys.stdin.buffer.read(); "
+        'sys.stdout.buffer.write(b\'{"ok":true,"meta":{},"parts":[{"meta":{},"length":10}]}\\nabc\')'
+    )
+    process = await anyio.open_process([sys.executable, "-c", script])
+    runner = DecoderRunner(workers=1, timeout=30, memory_bytes=0)
+    try:
+        with pytest.raises(MediaInvalid):
+            await runner._exchange(process, b"{}")
+    finally:
+        await process.wait()
+        await process.aclose()
