@@ -239,6 +239,14 @@ def _check_decodes(container: Any, stream: Any) -> None:
     raise MediaInvalid("the stream holds no decodable samples")
 
 
+def _origin(container: Any) -> float:
+    """Where the file's own clock starts, in seconds: views count time from there. FFmpeg's timestamps
+    start at the container's start time, not at 0: an MP3's first sample is at its encoder delay (about
+    25 ms), an MPEG-TS recording's at whatever its broadcast clock said. So a segment after a seek starts
+    where one decoded from the beginning would have it, and a keyframe at 3 s is 3 s into the video."""
+    return container.start_time / 1_000_000 if container.start_time else 0.0
+
+
 def _segment_samples(container: Any, stream: Any, start: float, duration: float) -> tuple[bytes, float]:
     """16 kHz mono s16 samples of ``[start, start + duration)``: a seek to the packet before ``start``,
     then decoding only until the segment is full. Also the time decoding began at (the seek's landing)."""
@@ -249,10 +257,7 @@ def _segment_samples(container: Any, stream: Any, start: float, duration: float)
     out = bytearray()
     skip: int | None = None
     first = 0.0
-    # FFmpeg's timestamps start at the container's start time, not at 0: an MP3's first sample is at its
-    # encoder delay (about 25 ms). Times in the recording are counted from there, so that a segment after
-    # a seek starts where one decoded from the beginning would have it.
-    origin = container.start_time / 1_000_000 if container.start_time else 0.0
+    origin = _origin(container)
     if start > 0:
         target = int((start + origin) / stream.time_base)
         container.seek(target, stream=stream, backward=True, any_frame=False)
@@ -332,16 +337,19 @@ def _keyframes(path: str, count: int) -> Iterator[tuple[float, Any]]:
             raise UnsupportedMedia("the file has no video stream")
         stream = container.streams.video[0]
         total = _duration(container, stream)
+        origin = _origin(container)
         for i in range(count):
             target = total * (i + 0.5) / count
-            container.seek(int(target / stream.time_base), stream=stream, backward=True, any_frame=False)
+            container.seek(
+                int((target + origin) / stream.time_base), stream=stream, backward=True, any_frame=False
+            )
             try:
                 frame = next(container.decode(stream), None)
             except av.FFmpegError:
                 raise MediaInvalid("a keyframe could not be decoded") from None
             if frame is None:
                 raise MediaInvalid("no frame could be decoded near that time")
-            yield float(frame.time or 0.0), frame.to_image()
+            yield max(0.0, float(frame.time or 0.0) - origin), frame.to_image()
 
 
 def _fit(image: Any, max_edge: int) -> Any:

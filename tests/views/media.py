@@ -226,11 +226,12 @@ VIDEO_FPS = 10
 VIDEO_GOP = 10
 
 
-def numbered_video(seconds: int = 6) -> bytes:
+def numbered_video(seconds: int = 6, container_format: str = "mp4", first_second: int = 0) -> bytes:
     """An H.264 video (x264) at 10 frames/s with a keyframe every second and nowhere else; frame ``n`` is a
-    flat gray of level ``4 * n`` (so a decoded frame tells its number)."""
+    flat gray of level ``4 * n`` (so a decoded frame tells its number). Its timestamps start at
+    ``first_second``, as an MPEG-TS recording's do (``container_format="mpegts"`` keeps them)."""
     out = io.BytesIO()
-    with av.open(out, "w", format="mp4") as container:
+    with av.open(out, "w", format=container_format) as container:
         stream = container.add_stream(
             "libx264",
             rate=VIDEO_FPS,
@@ -242,7 +243,7 @@ def numbered_video(seconds: int = 6) -> bytes:
         for number in range(seconds * VIDEO_FPS):
             image = Image.new("RGB", (320, 240), (4 * number,) * 3)
             frame = av.VideoFrame.from_image(image)  # type: ignore[no-untyped-call]
-            frame.pts = number
+            frame.pts = number + first_second * VIDEO_FPS
             for packet in stream.encode(frame):
                 container.mux(packet)
         for packet in stream.encode(None):

@@ -167,6 +167,21 @@ async def test_keyframes_are_where_the_video_has_them_and_show_their_frame(
     assert sheet.meta["columns"] == 2
 
 
+async def test_keyframes_of_a_video_whose_timestamps_start_late_are_timed_from_its_start(
+    views: MediaViews, store: ArtifactService
+) -> None:
+    # An MPEG-TS recording's clock starts where the broadcast was: here at 10 s.
+    data = media.numbered_video(6, container_format="mpegts", first_second=10)
+    artifact = await put(store, data, "recording.ts", "video/mp2t")
+    source = await views.open(CALLER, artifact.id)
+    assert (await views.facts(source))["duration_seconds"] == 6.0
+    frames = await views.frames(source, 3, max_edge=160)
+    assert [view.meta["time_seconds"] for view in frames] == [1.0, 3.0, 5.0]
+    for view in frames:
+        number = round(view.meta["time_seconds"] * media.VIDEO_FPS)
+        assert abs(media.gray_level(view.data) - 4 * number) < 4
+
+
 async def test_an_image_region_is_cut_in_original_pixels_and_fitted(
     views: MediaViews, media_set: MediaSet
 ) -> None:
