@@ -339,3 +339,30 @@ async def test_the_first_line_names_pages_without_a_text_layer_in_good_grammar(
         two = await client.call_tool("read_artifact", {"uri": uri(media_set, "scan.pdf"), "pages": "1-2"})
     assert "; page 1 has no text layer and is shown as an image; about " in texts(one)[0]
     assert "; pages 1-2 have no text layer and are shown as images; about " in texts(two)[0]
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_following_the_next_segment_hint_continues_at_the_exact_sample(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest
+) -> None:
+    import re
+
+    arguments: dict[str, Any] = {"uri": uri(media_set, "pattern.wav"), "start_seconds": 12.34}
+    async with connect(transport, media_set, request) as client:
+        first = await client.call_tool("read_artifact", arguments)
+        head, tail = texts(first)
+        found = re.fullmatch(
+            r"Next: read_artifact\(uri, start_seconds=([\d.]+), duration_seconds=([\d.]+)\)\.", tail
+        )
+        assert found is not None, tail
+        start, duration = float(found.group(1)), float(found.group(2))
+        second = await client.call_tool(
+            "read_artifact", {**arguments, "start_seconds": start, "duration_seconds": duration}
+        )
+    # The line gives the exact times, and the hint starts the next segment where this one ended.
+    assert head.startswith("pattern.wav, 12.34-42.34 s of 70.0 s, "), head
+    assert (start, duration) == (42.34, 27.66)
+    (audio,) = [block for block in second.content if isinstance(block, AudioContent)]
+    _, _, _, pcm = media.samples_of(base64.b64decode(audio.data))
+    assert pcm[:2] == media.pattern_sample(round(42.34 * 16_000)).to_bytes(2, "little", signed=True)
+    assert texts(second)[-1] == "That segment reaches the end of the recording."
