@@ -2,9 +2,10 @@
 
 The views themselves (decoding, limits, the cache) are :mod:`blobstore.views`; this module turns them into
 content blocks and resource contents. Every tool answer is ``[text saying what it is, the view's blocks,
-text saying how to read the next piece]``. Its binary blocks share one budget, the larger of the inline limit
-and the window maximum (a view is bounded by its own limits already: ten pages, 30 s, eight frames); a block
-past it becomes a ``resource_link`` to the view's own URI, which ``resources/read`` returns whole.
+text saying how to read the next piece]``. Its page texts and binary blocks share one budget, the larger of
+the inline limit and the window maximum (a view is bounded by its own limits already: ten pages, 30 s, eight
+frames); a block past it becomes a ``resource_link`` to the view's own URI, which ``resources/read`` returns
+whole.
 """
 
 from __future__ import annotations
@@ -289,7 +290,23 @@ async def _pages_result(
     fallbacks: list[int] = []
     ocr_pages: list[int] = []
     for page in read:
-        if page.text is not None and page.text_layer:
+        if page.text is not None and page.text_layer and not budget.take(page.text.encode("utf-8")):
+            # Text counts against the answer's budget like any block: past it, the page's text resource.
+            blocks.append(
+                TextContent(
+                    text=f"--- page {page.page} of {total} ---\n(its text is over this answer's inline "
+                    "budget: read the link with resources/read)"
+                )
+            )
+            blocks.append(
+                ResourceLink(
+                    uri=page_uri(source.artifact.id, page.page, "txt"),
+                    name=f"{name} page {page.page}",
+                    mime_type="text/plain",
+                    size=len(page.text.encode("utf-8")),
+                )
+            )
+        elif page.text is not None and page.text_layer:
             blocks.append(TextContent(text=f"--- page {page.page} of {total} ---\n{page.text}"))
             tokens += estimate_text_tokens(page.text)
         elif page.text is not None and page.ocr:

@@ -366,3 +366,27 @@ async def test_following_the_next_segment_hint_continues_at_the_exact_sample(
     _, _, _, pcm = media.samples_of(base64.b64decode(audio.data))
     assert pcm[:2] == media.pattern_sample(round(42.34 * 16_000)).to_bytes(2, "little", signed=True)
     assert texts(second)[-1] == "That segment reaches the end of the recording."
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_a_page_text_over_the_answer_budget_becomes_a_link_to_its_text_resource(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A budget below one marker's 15 bytes: every page's text is over it.
+    monkeypatch.setattr(
+        media_set, "settings", media_set.settings.model_copy(update={"inline_limit": 8, "mcp_window_max": 8})
+    )
+    report = uri(media_set, "report.pdf")
+    async with connect(transport, media_set, request) as client:
+        result = await client.call_tool("read_artifact", {"uri": report, "pages": "1-2"})
+        assert not result.is_error, result.content
+        links = [block for block in result.content if isinstance(block, ResourceLink)]
+        read = [(await client.read_resource(str(link.uri))).contents[0] for link in links]
+    # Text counts against the inline budget like any block: past it, the page is a link to its text.
+    assert [str(link.uri) for link in links] == [f"{report}/pages/1.txt", f"{report}/pages/2.txt"]
+    for number, contents in enumerate(read, 1):
+        assert isinstance(contents, TextResourceContents)
+        assert media.marker(number) in contents.text
+    assert not any(media.marker(n) in text for n in (1, 2) for text in texts(result))
+    assert isinstance(result.structured_content, dict)
+    assert result.structured_content["view"]["estimated_tokens"] == 0
