@@ -39,7 +39,14 @@ from blobstore.views.describe import (
     segment_line,
 )
 from blobstore.views.engine import MediaViews, Source, distinct_frames
-from blobstore.views.params import FramesLayout, PageFormat, parse_page, parse_pages, parse_region
+from blobstore.views.params import (
+    FramesLayout,
+    PageFormat,
+    check_edge,
+    parse_page,
+    parse_pages,
+    parse_region,
+)
 from mcp_resources.content import estimate_audio_tokens, estimate_image_tokens, estimate_text_tokens
 
 PAGE_TEXT_TEMPLATE: Final = "blobstore://artifacts/{artifact_id}/pages/{page}.txt"
@@ -60,10 +67,13 @@ class ViewRef:
     page: int = 0
     start: float = 0.0
     duration: float | None = None
+    max_edge: int | None = None
+    """A page image's long-edge budget, when not the server's (``…/pages/7.png?max_edge=300``)."""
 
 
-def page_uri(artifact_id: str, page: int, ext: Literal["txt", "png"]) -> str:
-    return f"{ARTIFACT_URI_PREFIX}{artifact_id}/pages/{page}.{ext}"
+def page_uri(artifact_id: str, page: int, ext: Literal["txt", "png"], max_edge: int | None = None) -> str:
+    edge = f"?max_edge={max_edge}" if max_edge is not None and ext == "png" else ""
+    return f"{ARTIFACT_URI_PREFIX}{artifact_id}/pages/{page}.{ext}{edge}"
 
 
 def audio_uri(artifact_id: str, start: float, duration: float) -> str:
@@ -106,12 +116,17 @@ def parse_view_uri(uri: str) -> ViewRef | None:
     if match is None:
         return None
     if match.group("page") is not None:
-        if query:
-            raise InvalidRequest("a page URI takes no query parameters")
         kind: Literal["page_text", "page_image"] = (
             "page_text" if match.group("ext") == "txt" else "page_image"
         )
-        return ViewRef(match.group("id"), kind, page=parse_page(match.group("page")))
+        edge: int | None = None
+        if query:
+            # A page image may name the size it was read at (the link of one over an answer's budget).
+            key, _, value = query.partition("=")
+            if kind != "page_image" or key != "max_edge" or not value.isdigit() or len(value) > 5:
+                raise InvalidRequest("a page URI takes no query parameters but a page image's max_edge")
+            edge = check_edge(int(value))
+        return ViewRef(match.group("id"), kind, page=parse_page(match.group("page")), max_edge=edge)
     values: dict[str, str] = {}
     for item in query.split("&") if query else []:
         key, _, value = item.partition("=")
@@ -174,7 +189,7 @@ async def read_view_uri(views: MediaViews, caller: Caller, ref: ViewRef) -> View
         (text,) = await views.page_texts(source, (ref.page,))
         meta = {**text.meta, "pages": total}
         return ViewContents("text/plain", text.data.decode("utf-8"), None, meta, source)
-    image = await views.page_image(source, ref.page)
+    image = await views.page_image(source, ref.page, ref.max_edge)
     return ViewContents("image/png", None, image.data, image.meta, source)
 
 
@@ -327,9 +342,8 @@ async def _pages_result(
                 )
             )
         if page.image is not None:
-            block = _image_block(
-                page.image, budget, page_uri(source.artifact.id, page.page, "png"), f"{name} page {page.page}"
-            )
+            link = page_uri(source.artifact.id, page.page, "png", args.max_edge)
+            block = _image_block(page.image, budget, link, f"{name} page {page.page}")
             if block is not None:
                 blocks.append(block)
                 if isinstance(block, ImageContent):

@@ -390,3 +390,26 @@ async def test_a_page_text_over_the_answer_budget_becomes_a_link_to_its_text_res
     assert not any(media.marker(n) in text for n in (1, 2) for text in texts(result))
     assert isinstance(result.structured_content, dict)
     assert result.structured_content["view"]["estimated_tokens"] == 0
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_a_page_image_over_the_budget_links_to_the_size_that_was_asked_for(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        media_set,
+        "settings",
+        media_set.settings.model_copy(update={"inline_limit": 64, "mcp_window_max": 64}),
+    )
+    report = uri(media_set, "report.pdf")
+    arguments = {"uri": report, "pages": "2", "page_format": "image", "max_edge": 300}
+    async with connect(transport, media_set, request) as client:
+        result = await client.call_tool("read_artifact", arguments)
+        (link,) = [block for block in result.content if isinstance(block, ResourceLink)]
+        read = (await client.read_resource(str(link.uri))).contents[0]
+    assert str(link.uri) == f"{report}/pages/2.png?max_edge=300"
+    assert isinstance(read, BlobResourceContents)
+    data = base64.b64decode(read.blob)
+    assert link.size == len(data)
+    with Image.open(io.BytesIO(data)) as image:
+        assert max(image.size) == 300
