@@ -21,7 +21,7 @@ from tests.mcp.conftest import CALLER, NAMESPACE, put
 from tests.views import media
 
 PDF_PAGES = 12
-TRANSPORTS = ["memory", "memory-legacy", "http", "http-legacy", "stdio"]
+TRANSPORTS = ["memory", "memory-legacy", "http", "http-legacy", "stdio", "stdio-legacy"]
 
 
 @dataclass
@@ -84,12 +84,12 @@ async def connect(
         base = request.getfixturevalue("views_http")
         async with Client(f"{base}/mcp", mode=mode) as client:
             yield client
-    elif transport == "stdio":
+    elif transport.startswith("stdio"):
         params = StdioServerParameters(
             command=BLOBSTORE,
             args=["mcp", "--data-dir", str(media_set.settings.data_dir), "--namespace", NAMESPACE],
         )
-        async with Client(params) as client:
+        async with Client(params, mode=mode) as client:
             yield client
     else:
         raise AssertionError(transport)
