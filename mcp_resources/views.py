@@ -138,7 +138,8 @@ def parse_view_uri(uri: str) -> ViewRef | None:
     return ViewRef(match.group("id"), "audio", start=start, duration=duration)
 
 
-def view_templates() -> list[ResourceTemplate]:
+def view_templates(*, long_edge: int = 1024, max_audio_seconds: float = 30.0) -> list[ResourceTemplate]:
+    """The page and audio templates, stating this server's budgets (a model reads the numbers)."""
     return [
         ResourceTemplate(
             name="artifact-page-text",
@@ -154,7 +155,7 @@ def view_templates() -> list[ResourceTemplate]:
             uri_template=PAGE_IMAGE_TEMPLATE,
             mime_type="image/png",
             description="One page of a PDF artifact rendered as PNG, its longer side at most the server's "
-            "long-edge budget (BLOBSTORE_IMAGE_LONG_EDGE, 1024 px by default).",
+            f"long-edge budget ({long_edge} px; ?max_edge=N for another).",
         ),
         ResourceTemplate(
             name="artifact-audio",
@@ -162,7 +163,7 @@ def view_templates() -> list[ResourceTemplate]:
             uri_template=AUDIO_TEMPLATE,
             mime_type="audio/wav",
             description="A segment of an audio or video artifact as 16 kHz mono PCM WAV: start and duration "
-            "in seconds (default 0 and the longest segment, BLOBSTORE_VIEW_MAX_AUDIO_SECONDS, 30 s).",
+            f"in seconds (default 0 and the longest segment, {max_audio_seconds:g} s).",
         ),
     ]
 

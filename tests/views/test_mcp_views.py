@@ -413,3 +413,19 @@ async def test_a_page_image_over_the_budget_links_to_the_size_that_was_asked_for
     assert link.size == len(data)
     with Image.open(io.BytesIO(data)) as image:
         assert max(image.size) == 300
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_the_view_templates_state_the_configured_budgets(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        media_set,
+        "settings",
+        media_set.settings.model_copy(update={"view_max_audio_seconds": 12.5, "image_long_edge": 800}),
+    )
+    async with connect(transport, media_set, request) as client:
+        templates = {t.name: t for t in (await client.list_resource_templates()).resource_templates}
+    assert "800 px" in str(templates["artifact-page-image"].description)
+    assert "12.5 s" in str(templates["artifact-audio"].description)
+    assert "30 s" not in str(templates["artifact-audio"].description)
