@@ -214,7 +214,10 @@ class StoreResources:
                 uri_template=WINDOW_URI_TEMPLATE,
                 description=window_description(self.inline_limit, self.max_window),
             ),
-            *view_templates(),
+            *view_templates(
+                long_edge=self.service.settings.image_long_edge,
+                max_audio_seconds=self.service.settings.view_max_audio_seconds,
+            ),
         ]
 
     @mcp_handler

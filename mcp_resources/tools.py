@@ -112,7 +112,7 @@ class ReadArtifactArgs(_Args):
     pages: str | None = Field(
         default=None,
         max_length=200,
-        description='PDF: pages to read, 1-based: "7", "3-5", "1,4,9-10" (at most max_pages per call).',
+        description='PDF: pages to read, 1-based: "7", "3-5", "1,4,9-10" (at most {max_pages} per call).',
     )
     page_format: Literal["text", "image", "both"] = Field(
         default="text",
@@ -123,7 +123,9 @@ class ReadArtifactArgs(_Args):
         default=None, ge=0, description="Audio or video: where the segment starts, in seconds."
     )
     duration_seconds: float | None = Field(
-        default=None, gt=0, description="Audio or video: segment length in seconds (default and maximum 30)."
+        default=None,
+        gt=0,
+        description="Audio or video: segment length in seconds (default and most {max_audio_seconds}).",
     )
     frames: int | None = Field(
         default=None, ge=1, le=8, description="Video: this many evenly spaced keyframes (at most 8)."
@@ -237,9 +239,28 @@ class StoreTools:
             ),
         }
         return [
-            Tool(name=name, description=docs[name][0], input_schema=_schema(model), annotations=docs[name][1])
+            Tool(
+                name=name,
+                description=docs[name][0],
+                input_schema=self._limits(_schema(model)) if name == "read_artifact" else _schema(model),
+                annotations=docs[name][1],
+            )
             for name, (model, _handler) in self._handlers.items()
         ]
+
+    def _limits(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """``read_artifact``'s schema with the view limits this server enforces: a model reads the number,
+        not the name of a setting it cannot see."""
+        settings = self.service.settings
+        limits = {
+            "max_pages": str(settings.view_max_pages),
+            "max_audio_seconds": f"{settings.view_max_audio_seconds:g}",
+        }
+        for field in schema.get("properties", {}).values():
+            if isinstance(field.get("description"), str):
+                for name, value in limits.items():
+                    field["description"] = field["description"].replace("{" + name + "}", value)
+        return schema
 
     # -- protocol handlers ------------------------------------------------------------------------------
 

@@ -2,9 +2,10 @@
 
 The views themselves (decoding, limits, the cache) are :mod:`blobstore.views`; this module turns them into
 content blocks and resource contents. Every tool answer is ``[text saying what it is, the view's blocks,
-text saying how to read the next piece]``. Its binary blocks share one budget, the larger of the inline limit
-and the window maximum (a view is bounded by its own limits already: ten pages, 30 s, eight frames); a block
-past it becomes a ``resource_link`` to the view's own URI, which ``resources/read`` returns whole.
+text saying how to read the next piece]``. Its page texts and binary blocks share one budget, the larger of
+the inline limit and the window maximum (a view is bounded by its own limits already: ten pages, 30 s, eight
+frames); a block past it becomes a ``resource_link`` to the view's own URI, which ``resources/read`` returns
+whole.
 """
 
 from __future__ import annotations
@@ -37,8 +38,15 @@ from blobstore.views.describe import (
     seconds,
     segment_line,
 )
-from blobstore.views.engine import MediaViews, Source
-from blobstore.views.params import FramesLayout, PageFormat, parse_page, parse_pages, parse_region
+from blobstore.views.engine import MediaViews, Source, distinct_frames
+from blobstore.views.params import (
+    FramesLayout,
+    PageFormat,
+    check_edge,
+    parse_page,
+    parse_pages,
+    parse_region,
+)
 from mcp_resources.content import estimate_audio_tokens, estimate_image_tokens, estimate_text_tokens
 
 PAGE_TEXT_TEMPLATE: Final = "blobstore://artifacts/{artifact_id}/pages/{page}.txt"
@@ -59,10 +67,13 @@ class ViewRef:
     page: int = 0
     start: float = 0.0
     duration: float | None = None
+    max_edge: int | None = None
+    """A page image's long-edge budget, when not the server's (``…/pages/7.png?max_edge=300``)."""
 
 
-def page_uri(artifact_id: str, page: int, ext: Literal["txt", "png"]) -> str:
-    return f"{ARTIFACT_URI_PREFIX}{artifact_id}/pages/{page}.{ext}"
+def page_uri(artifact_id: str, page: int, ext: Literal["txt", "png"], max_edge: int | None = None) -> str:
+    edge = f"?max_edge={max_edge}" if max_edge is not None and ext == "png" else ""
+    return f"{ARTIFACT_URI_PREFIX}{artifact_id}/pages/{page}.{ext}{edge}"
 
 
 def audio_uri(artifact_id: str, start: float, duration: float) -> str:
@@ -105,12 +116,17 @@ def parse_view_uri(uri: str) -> ViewRef | None:
     if match is None:
         return None
     if match.group("page") is not None:
-        if query:
-            raise InvalidRequest("a page URI takes no query parameters")
         kind: Literal["page_text", "page_image"] = (
             "page_text" if match.group("ext") == "txt" else "page_image"
         )
-        return ViewRef(match.group("id"), kind, page=parse_page(match.group("page")))
+        edge: int | None = None
+        if query:
+            # A page image may name the size it was read at (the link of one over an answer's budget).
+            key, _, value = query.partition("=")
+            if kind != "page_image" or key != "max_edge" or not value.isdigit() or len(value) > 5:
+                raise InvalidRequest("a page URI takes no query parameters but a page image's max_edge")
+            edge = check_edge(int(value))
+        return ViewRef(match.group("id"), kind, page=parse_page(match.group("page")), max_edge=edge)
     values: dict[str, str] = {}
     for item in query.split("&") if query else []:
         key, _, value = item.partition("=")
@@ -122,7 +138,8 @@ def parse_view_uri(uri: str) -> ViewRef | None:
     return ViewRef(match.group("id"), "audio", start=start, duration=duration)
 
 
-def view_templates() -> list[ResourceTemplate]:
+def view_templates(*, long_edge: int = 1024, max_audio_seconds: float = 30.0) -> list[ResourceTemplate]:
+    """The page and audio templates, stating this server's budgets (a model reads the numbers)."""
     return [
         ResourceTemplate(
             name="artifact-page-text",
@@ -138,7 +155,7 @@ def view_templates() -> list[ResourceTemplate]:
             uri_template=PAGE_IMAGE_TEMPLATE,
             mime_type="image/png",
             description="One page of a PDF artifact rendered as PNG, its longer side at most the server's "
-            "long-edge budget (BLOBSTORE_IMAGE_LONG_EDGE, 1024 px by default).",
+            f"long-edge budget ({long_edge} px; ?max_edge=N for another).",
         ),
         ResourceTemplate(
             name="artifact-audio",
@@ -146,7 +163,7 @@ def view_templates() -> list[ResourceTemplate]:
             uri_template=AUDIO_TEMPLATE,
             mime_type="audio/wav",
             description="A segment of an audio or video artifact as 16 kHz mono PCM WAV: start and duration "
-            "in seconds (default 0 and the longest segment, BLOBSTORE_VIEW_MAX_AUDIO_SECONDS, 30 s).",
+            f"in seconds (default 0 and the longest segment, {max_audio_seconds:g} s).",
         ),
     ]
 
@@ -173,7 +190,7 @@ async def read_view_uri(views: MediaViews, caller: Caller, ref: ViewRef) -> View
         (text,) = await views.page_texts(source, (ref.page,))
         meta = {**text.meta, "pages": total}
         return ViewContents("text/plain", text.data.decode("utf-8"), None, meta, source)
-    image = await views.page_image(source, ref.page)
+    image = await views.page_image(source, ref.page, ref.max_edge)
     return ViewContents("image/png", None, image.data, image.meta, source)
 
 
@@ -195,15 +212,21 @@ class ViewArgs:
 
     @property
     def asked(self) -> bool:
-        return any(
-            value is not None
-            for value in (
-                self.pages,
-                self.start_seconds,
-                self.duration_seconds,
-                self.frames,
-                self.region,
-                self.max_edge,
+        # A page_format or frames_layout other than its default asks for a view too, so that it is refused
+        # without its pages or frames rather than ignored by a byte read.
+        return (
+            self.page_format != "text"
+            or self.frames_layout != "frames"
+            or any(
+                value is not None
+                for value in (
+                    self.pages,
+                    self.start_seconds,
+                    self.duration_seconds,
+                    self.frames,
+                    self.region,
+                    self.max_edge,
+                )
             )
         )
 
@@ -252,6 +275,12 @@ async def view_result(
     chosen = [name for name, given in families.items() if given]
     if len(chosen) > 1:
         raise InvalidRequest(f"ask for one view per call, not {' and '.join(chosen)}")
+    if args.pages is None and args.page_format != "text":
+        raise InvalidRequest(f'page_format="{args.page_format}" applies to pages: add pages, e.g. pages="1"')
+    if args.frames is None and args.frames_layout != "frames":
+        raise InvalidRequest(
+            f'frames_layout="{args.frames_layout}" applies to frames: add frames, e.g. frames=6'
+        )
     left = _Budget(budget)
     if args.pages is not None:
         return await _pages_result(views, caller, artifact_id, args, left)
@@ -277,7 +306,23 @@ async def _pages_result(
     fallbacks: list[int] = []
     ocr_pages: list[int] = []
     for page in read:
-        if page.text is not None and page.text_layer:
+        if page.text is not None and page.text_layer and not budget.take(page.text.encode("utf-8")):
+            # Text counts against the answer's budget like any block: past it, the page's text resource.
+            blocks.append(
+                TextContent(
+                    text=f"--- page {page.page} of {total} ---\n(its text is over this answer's inline "
+                    "budget: read the link with resources/read)"
+                )
+            )
+            blocks.append(
+                ResourceLink(
+                    uri=page_uri(source.artifact.id, page.page, "txt"),
+                    name=f"{name} page {page.page}",
+                    mime_type="text/plain",
+                    size=len(page.text.encode("utf-8")),
+                )
+            )
+        elif page.text is not None and page.text_layer:
             blocks.append(TextContent(text=f"--- page {page.page} of {total} ---\n{page.text}"))
             tokens += estimate_text_tokens(page.text)
         elif page.text is not None and page.ocr:
@@ -298,18 +343,25 @@ async def _pages_result(
                 )
             )
         if page.image is not None:
-            block = _image_block(
-                page.image, budget, page_uri(source.artifact.id, page.page, "png"), f"{name} page {page.page}"
-            )
+            link = page_uri(source.artifact.id, page.page, "png", args.max_edge)
+            block = _image_block(page.image, budget, link, f"{name} page {page.page}")
             if block is not None:
                 blocks.append(block)
                 if isinstance(block, ImageContent):
                     tokens += estimate_image_tokens(page.image.meta["width"], page.image.meta["height"])
     head = pages_line(name, pages, total, what[args.page_format])
     if ocr_pages:
-        head += f"; pages {page_list(ocr_pages)} have no text layer: their text is what OCR read"
+        head += (
+            f"; page {ocr_pages[0]} has no text layer: its text is what OCR read"
+            if len(ocr_pages) == 1
+            else f"; pages {page_list(ocr_pages)} have no text layer: their text is what OCR read"
+        )
     if fallbacks:
-        head += f"; pages {page_list(fallbacks)} have no text layer and are shown as images"
+        head += (
+            f"; page {fallbacks[0]} has no text layer and is shown as an image"
+            if len(fallbacks) == 1
+            else f"; pages {page_list(fallbacks)} have no text layer and are shown as images"
+        )
     head += f"; about {tokens} tokens."
     tail = next_pages_hint(pages, total)
     structured = {
@@ -336,10 +388,13 @@ async def _segment_result(
     view = await views.audio(source, start, args.duration_seconds)
     meta = view.meta
     end, total = float(meta["end_seconds"]), float(meta["duration_seconds"])
-    length = end - float(meta["start_seconds"])
+    # To the sample's precision, so that a 30 s segment is 960 tokens rather than 30.000000000000004 s.
+    length = round(end - float(meta["start_seconds"]), 6)
     name = source.artifact.name
     head = segment_line(name, float(meta["start_seconds"]), end, total)
     block: ContentBlock
+    # The estimate is of this answer's blocks, as for pages and frames: a linked segment costs nothing here.
+    tokens = 0
     if budget.take(view.data):
         tokens = estimate_audio_tokens(length)
         head += f", 16 kHz mono WAV; about {tokens} tokens."
@@ -354,7 +409,7 @@ async def _segment_result(
         )
     step = args.duration_seconds or views.max_audio_seconds
     tail = next_segment_hint(end, total, step)
-    structured = {"view": {"kind": "audio", **meta}}
+    structured = {"view": {"kind": "audio", **meta, "estimated_tokens": tokens}}
     return CallToolResult(
         content=[TextContent(text=head), block, TextContent(text=tail)], structured_content=structured
     )
@@ -368,6 +423,10 @@ async def _frames_result(
     facts = await views.facts(source)
     frames = await views.frames(source, args.frames, max_edge=args.max_edge, layout=args.frames_layout)
     name = source.artifact.name
+    # Evenly spaced times of a video with fewer keyframes land on one keyframe for several: each is shown
+    # once, so an answer never spends tokens on the same picture twice.
+    frames = distinct_frames(frames)
+    found = sum(len(view.meta.get("times") or [view.meta["time_seconds"]]) for view in frames)
     blocks: list[ContentBlock] = []
     tokens = 0
     shown: list[str] = []
@@ -383,9 +442,14 @@ async def _frames_result(
         shown.append(label)
     total = float(facts.get("duration_seconds", 0.0))
     size = f"{facts.get('width')}x{facts.get('height')}"
+    fewer = (
+        f" ({args.frames} asked: the video has no other keyframes near those times)"
+        if found < args.frames
+        else ""
+    )
     head = (
-        f"{name}, {args.frames} keyframe{'s' if args.frames != 1 else ''} of {seconds(total)} s "
-        f"({size}); about {tokens} tokens."
+        f"{name}, {found} keyframe{'s' if found != 1 else ''} of {seconds(total)} s "
+        f"({size}){fewer}; about {tokens} tokens."
     )
     tail = "Hear it with read_artifact(uri, start_seconds=0)." if facts.get("has_audio") else ""
     tail = (tail + " " if tail else "") + (

@@ -25,7 +25,10 @@ from blobstore.models import NewRendition, Rendition
 from blobstore.records import RenditionRecords
 from blobstore.storage.base import BlobStore
 
-VIEW_VERSION: Final = "1"
+VIEW_VERSION: Final = "2"
+"""The renderer version in every key. 2: audio segments and keyframes count time from the file's own start
+(an MP3's encoder delay, an MPEG-TS clock) and a contact sheet shows each keyframe once, so the products of
+1 are never served again."""
 _THREADS = anyio.CapacityLimiter(4)
 
 

@@ -239,6 +239,14 @@ def _check_decodes(container: Any, stream: Any) -> None:
     raise MediaInvalid("the stream holds no decodable samples")
 
 
+def _origin(container: Any) -> float:
+    """Where the file's own clock starts, in seconds: views count time from there. FFmpeg's timestamps
+    start at the container's start time, not at 0: an MP3's first sample is at its encoder delay (about
+    25 ms), an MPEG-TS recording's at whatever its broadcast clock said. So a segment after a seek starts
+    where one decoded from the beginning would have it, and a keyframe at 3 s is 3 s into the video."""
+    return container.start_time / 1_000_000 if container.start_time else 0.0
+
+
 def _segment_samples(container: Any, stream: Any, start: float, duration: float) -> tuple[bytes, float]:
     """16 kHz mono s16 samples of ``[start, start + duration)``: a seek to the packet before ``start``,
     then decoding only until the segment is full. Also the time decoding began at (the seek's landing)."""
@@ -249,12 +257,14 @@ def _segment_samples(container: Any, stream: Any, start: float, duration: float)
     out = bytearray()
     skip: int | None = None
     first = 0.0
+    origin = _origin(container)
     if start > 0:
-        container.seek(int(start / stream.time_base), stream=stream, backward=True, any_frame=False)
+        target = int((start + origin) / stream.time_base)
+        container.seek(target, stream=stream, backward=True, any_frame=False)
     try:
         for frame in container.decode(stream):
             if skip is None:
-                first = float(frame.time) if frame.time is not None else 0.0
+                first = float(frame.time) - origin if frame.time is not None else 0.0
                 skip = max(0, round((start - first) * AUDIO_RATE))
             for piece in resampler.resample(frame):
                 out += bytes(piece.planes[0])[: piece.samples * 2]
@@ -327,16 +337,19 @@ def _keyframes(path: str, count: int) -> Iterator[tuple[float, Any]]:
             raise UnsupportedMedia("the file has no video stream")
         stream = container.streams.video[0]
         total = _duration(container, stream)
+        origin = _origin(container)
         for i in range(count):
             target = total * (i + 0.5) / count
-            container.seek(int(target / stream.time_base), stream=stream, backward=True, any_frame=False)
+            container.seek(
+                int((target + origin) / stream.time_base), stream=stream, backward=True, any_frame=False
+            )
             try:
                 frame = next(container.decode(stream), None)
             except av.FFmpegError:
                 raise MediaInvalid("a keyframe could not be decoded") from None
             if frame is None:
                 raise MediaInvalid("no frame could be decoded near that time")
-            yield float(frame.time or 0.0), frame.to_image()
+            yield max(0.0, float(frame.time or 0.0) - origin), frame.to_image()
 
 
 def _fit(image: Any, max_edge: int) -> Any:
@@ -362,6 +375,9 @@ def video_frames(path: str, count: int, max_edge: int, layout: str) -> Decoded:
     if layout == "sheet":
         from PIL import Image
 
+        # A video with fewer keyframes than times lands on one keyframe for several: a sheet shows it once.
+        frames = [frame for i, frame in enumerate(frames) if i == 0 or times[i] != times[i - 1]]
+        times = list(dict.fromkeys(times))
         columns = math.ceil(math.sqrt(len(frames)))
         rows = math.ceil(len(frames) / columns)
         cell_w = max(image.width for _, image in frames)
@@ -381,6 +397,19 @@ def video_frames(path: str, count: int, max_edge: int, layout: str) -> Decoded:
 
 
 # -- images -----------------------------------------------------------------------------------------------
+
+
+_PNG_MODES: Final = frozenset({"1", "L", "I;16", "RGB", "RGBA"})
+"""Pillow modes a PNG holds as they are."""
+_ALPHA_MODES: Final = frozenset({"P", "LA", "PA", "La", "RGBa"})
+
+
+def _png_mode(image: Any) -> Any:
+    """``image`` in a mode PNG can hold: a valid CMYK JPEG, a LAB or a float TIFF is shown in RGB rather
+    than refused by the PNG writer; palette and alpha images keep their transparency."""
+    if image.mode in _PNG_MODES:
+        return image
+    return image.convert("RGBA" if image.mode in _ALPHA_MODES else "RGB")
 
 
 def image_view(path: str, region: list[int] | None, max_edge: int) -> Decoded:
@@ -414,7 +443,7 @@ def image_view(path: str, region: list[int] | None, max_edge: int) -> Decoded:
             piece.load()
         except Exception:
             raise MediaInvalid("the image's pixels could not be decoded") from None
-    fitted = _fit(piece.convert("RGBA") if piece.mode in {"P", "LA", "PA"} else piece, max_edge)
+    fitted = _fit(_png_mode(piece), max_edge)
     data = io.BytesIO()
     fitted.save(data, format="PNG", optimize=True)
     meta = {

@@ -22,7 +22,10 @@ def page_list(pages: Iterable[int]) -> str:
 
 
 def seconds(value: float) -> str:
-    return f"{value:.1f}"
+    """``40.0``, ``42.34``, ``612.437``: to the millisecond the views work in, with at least one decimal.
+    Rounding to a tenth would make the next segment's hint start up to 50 ms off where this one ended."""
+    text = f"{value:.3f}".rstrip("0")
+    return text + "0" if text.endswith(".") else text
 
 
 def pages_line(name: str, pages: Iterable[int], total: int, what: str) -> str:

@@ -330,6 +330,21 @@ class MediaViews:
         return await self._one(source, params, compute)
 
 
+def distinct_frames(frames: list[View]) -> list[View]:
+    """The keyframes of a ``frames`` view, each once (the first of several at the same time): evenly spaced
+    times of a video with fewer keyframes land on one keyframe for several."""
+    seen: set[float] = set()
+    out: list[View] = []
+    for view in frames:
+        time = view.meta.get("time_seconds")
+        if time is not None:
+            if time in seen:
+                continue
+            seen.add(time)
+        out.append(view)
+    return out
+
+
 _ENGINES: weakref.WeakKeyDictionary[ArtifactService, MediaViews] = weakref.WeakKeyDictionary()
 
 

@@ -7,7 +7,10 @@ the interpreter's start (tens of milliseconds) on a view's first read; a second 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from typing import Any, Final
@@ -28,6 +31,18 @@ def _error(code: str, message: str) -> BlobstoreError:
     return cls(message) if cls is not Internal else Internal()
 
 
+def _kill_group(process: anyio.abc.Process) -> None:
+    """Kill the worker and every process of its group (it leads one: ``start_new_session``)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return  # the whole group has ended already
+    except PermissionError:
+        # Not ours to signal as a group (it cannot happen to a session we started): the worker at least.
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+
+
 class DecoderRunner:
     """Runs :mod:`blobstore.views.decoders` operations in worker processes, at most ``workers`` at once."""
 
@@ -44,8 +59,14 @@ class DecoderRunner:
         job = json.dumps({"op": op, "args": args}).encode()
         async with self.limiter:
             command = [sys.executable, "-m", "blobstore.views.worker", str(self.memory_bytes)]
+            # A session of its own, so that killing the worker's process group also ends what the
+            # worker started (the OCR program), which would otherwise outlive it.
             process = await anyio.open_process(
-                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
             )
             self.started += 1
             try:
@@ -59,7 +80,7 @@ class DecoderRunner:
                 ) from None
             finally:
                 if process.returncode is None:
-                    process.kill()
+                    _kill_group(process)
                 with anyio.CancelScope(shield=True):
                     await process.wait()
                     await process.aclose()
@@ -86,6 +107,12 @@ class DecoderRunner:
             raise ViewTooLarge("the view is larger than a view may be")
         decoded = Decoded(meta=header.get("meta", {}))
         for part in parts:
-            data = await reader.receive_exactly(int(part["length"])) if part["length"] else b""
+            try:
+                data = await reader.receive_exactly(int(part["length"])) if part["length"] else b""
+            except (anyio.EndOfStream, anyio.IncompleteRead):
+                # Died between its header and the end of its parts, as when it ran out of address space.
+                raise MediaInvalid(
+                    "the decoder stopped on these bytes before its answer was complete"
+                ) from None
             decoded.parts.append((part["meta"], data))
         return decoded

@@ -21,14 +21,15 @@ from tests.mcp.conftest import CALLER, NAMESPACE, put
 from tests.views import media
 
 PDF_PAGES = 12
-TRANSPORTS = ["memory", "memory-legacy", "http", "http-legacy", "stdio"]
+TRANSPORTS = ["memory", "memory-legacy", "http", "http-legacy", "stdio", "stdio-legacy"]
 
 
 @dataclass
 class MediaSet:
     settings: Settings
     ids: dict[str, str] = field(default_factory=dict)
-    """Artifact ids by name: report.pdf, scan.pdf, pattern.wav, tone.<kind>, clip.mp4, picture.png."""
+    """Artifact ids by name: report.pdf, scan.pdf, pattern.wav, tone.<kind>, clip.mp4, short.mp4 (two
+    keyframes), picture.png."""
     foreign_pdf: str = ""
 
 
@@ -39,6 +40,7 @@ async def _populate(settings: Settings, tmp: Path) -> MediaSet:
         "scan.pdf": media.image_pdf(2),
         "pattern.wav": media.pattern_wav(70.0),
         "clip.mp4": media.numbered_video(6),
+        "short.mp4": media.numbered_video(2),
         "picture.png": media.png_bytes(600, 400),
     }
     for kind in media.AUDIO_FORMATS:
@@ -82,12 +84,12 @@ async def connect(
         base = request.getfixturevalue("views_http")
         async with Client(f"{base}/mcp", mode=mode) as client:
             yield client
-    elif transport == "stdio":
+    elif transport.startswith("stdio"):
         params = StdioServerParameters(
             command=BLOBSTORE,
             args=["mcp", "--data-dir", str(media_set.settings.data_dir), "--namespace", NAMESPACE],
         )
-        async with Client(params) as client:
+        async with Client(params, mode=mode) as client:
             yield client
     else:
         raise AssertionError(transport)

@@ -133,6 +133,23 @@ AUDIO_FORMATS = {
 
 def tone(kind: str, seconds: float, frequency: float = 440.0, channels: int = 2) -> bytes:
     """``seconds`` of a sine tone at ``frequency`` Hz, encoded by FFmpeg as ``kind`` (wav, flac, ogg, mp3)."""
+    return encoded(kind, seconds, lambda t: 12_000 * math.sin(2 * math.pi * frequency * t), channels)
+
+
+def sweep_value(t: float) -> float:
+    """The sweep at ``t`` seconds: a sine rising from 200 Hz by 40 Hz a second. No two stretches of it are
+    alike, so a segment that starts a few samples early or late shows it (a steady tone repeats every
+    period)."""
+    return 12_000 * math.sin(2 * math.pi * (200 * t + 20 * t * t))
+
+
+def sweep(kind: str, seconds: float) -> bytes:
+    """``seconds`` of :func:`sweep_value`, mono, encoded by FFmpeg as ``kind``."""
+    return encoded(kind, seconds, sweep_value, channels=1)
+
+
+def encoded(kind: str, seconds: float, signal: Callable[[float], float], channels: int = 2) -> bytes:
+    """``seconds`` of ``signal`` (a value for each time) encoded by FFmpeg as ``kind``."""
     container_format, codec, rate, sample_format = AUDIO_FORMATS[kind]
     out = io.BytesIO()
     layout = "stereo" if channels == 2 else "mono"
@@ -144,9 +161,7 @@ def tone(kind: str, seconds: float, frequency: float = 440.0, channels: int = 2)
         total = round(seconds * rate)
         for start in range(0, total, block):
             count = min(block, total - start)
-            values = [
-                round(12_000 * math.sin(2 * math.pi * frequency * (start + i) / rate)) for i in range(count)
-            ]
+            values = [round(signal((start + i) / rate)) for i in range(count)]
             frame = av.AudioFrame(format="s16", layout=layout, samples=count)
             interleaved = [v for v in values for _ in range(channels)]
             frame.planes[0].update(struct.pack(f"<{count * channels}h", *interleaved))
@@ -187,6 +202,19 @@ def samples_of(wav: bytes) -> tuple[int, int, int, bytes]:
         return reader.getnchannels(), reader.getframerate(), reader.getsampwidth(), reader.readframes(-1)
 
 
+def sweep_lag(pcm: bytes, start: float, rate: int = 16_000, most: int = 800) -> int:
+    """How many samples later than ``start`` the sweep in ``pcm`` (16-bit mono at ``rate``) really starts
+    (negative: earlier), searched within ``most`` samples either way."""
+    values: tuple[int, ...] = struct.unpack(f"<{len(pcm) // 2}h", pcm)
+    points = range(0, min(len(values), rate), 16)
+    ideal = [sweep_value(start + (j - most) / rate) for j in range(2 * most + max(points) + 1)]
+
+    def error(lag: int) -> float:
+        return sum((values[i] - ideal[i + lag + most]) ** 2 for i in points)
+
+    return min(range(-most, most + 1), key=error)
+
+
 def zero_crossings(pcm: bytes) -> int:
     values = struct.unpack(f"<{len(pcm) // 2}h", pcm)
     return sum(1 for a, b in itertools.pairwise(values) if (a < 0) != (b < 0))
@@ -198,11 +226,12 @@ VIDEO_FPS = 10
 VIDEO_GOP = 10
 
 
-def numbered_video(seconds: int = 6) -> bytes:
+def numbered_video(seconds: int = 6, container_format: str = "mp4", first_second: int = 0) -> bytes:
     """An H.264 video (x264) at 10 frames/s with a keyframe every second and nowhere else; frame ``n`` is a
-    flat gray of level ``4 * n`` (so a decoded frame tells its number)."""
+    flat gray of level ``4 * n`` (so a decoded frame tells its number). Its timestamps start at
+    ``first_second``, as an MPEG-TS recording's do (``container_format="mpegts"`` keeps them)."""
     out = io.BytesIO()
-    with av.open(out, "w", format="mp4") as container:
+    with av.open(out, "w", format=container_format) as container:
         stream = container.add_stream(
             "libx264",
             rate=VIDEO_FPS,
@@ -214,11 +243,44 @@ def numbered_video(seconds: int = 6) -> bytes:
         for number in range(seconds * VIDEO_FPS):
             image = Image.new("RGB", (320, 240), (4 * number,) * 3)
             frame = av.VideoFrame.from_image(image)  # type: ignore[no-untyped-call]
-            frame.pts = number
+            frame.pts = number + first_second * VIDEO_FPS
             for packet in stream.encode(frame):
                 container.mux(packet)
         for packet in stream.encode(None):
             container.mux(packet)
+    return out.getvalue()
+
+
+def video_with_sound(seconds: int = 20) -> bytes:
+    """An H.264 + AAC MP4 (FFmpeg's encoders): frames like :func:`numbered_video`'s at 160x120, and
+    :func:`sweep_value` as its sound (44.1 kHz mono)."""
+    rate, block = 44_100, 1024
+    out = io.BytesIO()
+    with av.open(out, "w", format="mp4") as container:
+        video = container.add_stream("libx264", rate=VIDEO_FPS)
+        assert isinstance(video, av.VideoStream)
+        video.width, video.height = 160, 120
+        video.pix_fmt = "yuv420p"
+        sound = container.add_stream("aac", rate=rate, layout="mono")
+        assert isinstance(sound, av.AudioStream)
+        for number in range(seconds * VIDEO_FPS):
+            frame = av.VideoFrame.from_image(Image.new("RGB", (160, 120), (number % 256,) * 3))  # type: ignore[no-untyped-call]
+            frame.pts = number
+            for packet in video.encode(frame):
+                container.mux(packet)
+        for start in range(0, seconds * rate, block):
+            count = min(block, seconds * rate - start)
+            piece = av.AudioFrame(format="s16", layout="mono", samples=count)
+            values = [round(sweep_value((start + i) / rate)) for i in range(count)]
+            piece.planes[0].update(struct.pack(f"<{count}h", *values))
+            piece.rate = rate
+            piece.pts = start
+            piece.time_base = Fraction(1, rate)
+            for packet in sound.encode(_converted(piece, "fltp", "mono", rate)):
+                container.mux(packet)
+        for stream in (video, sound):
+            for packet in stream.encode(None):
+                container.mux(packet)
     return out.getvalue()
 
 

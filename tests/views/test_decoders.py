@@ -85,6 +85,28 @@ def test_images(tmp_path: Path) -> None:
         decoders.image_view(_file(tmp_path, "b.png", out.getvalue()), None, 100)
 
 
+@pytest.mark.parametrize(
+    ("mode", "image_format"), [("CMYK", "JPEG"), ("LAB", "TIFF"), ("F", "TIFF"), ("I", "TIFF")]
+)
+def test_images_in_modes_png_cannot_hold_are_shown_not_refused(
+    tmp_path: Path, mode: str, image_format: str
+) -> None:
+    # A print shop's CMYK JPEG or a scientific float TIFF is a valid image: its view is converted to RGB.
+    from PIL import Image
+
+    image = Image.new("RGB", (64, 48), (200, 30, 30)).convert(mode) if mode in {"CMYK", "LAB"} else None
+    image = image if image is not None else Image.new(mode, (64, 48), 100)
+    out = io.BytesIO()
+    image.save(out, format=image_format)
+    view = decoders.image_view(
+        _file(tmp_path, f"i.{image_format.lower()}", out.getvalue()), [0, 0, 32, 32], 16
+    )
+    ((meta, data),) = view.parts
+    assert (meta["width"], meta["height"]) == (16, 16)
+    with Image.open(io.BytesIO(data)) as shown:
+        assert (shown.format, shown.mode) == ("PNG", "RGB")
+
+
 def test_the_worker_answers_every_job_with_a_header_and_its_parts(tmp_path: Path) -> None:
     path = _file(tmp_path, "r.pdf", media.text_pdf(2))
     header, parts = run_job({"op": "pdf_pages_text", "args": {"path": path, "pages": [2]}})
@@ -113,3 +135,23 @@ def test_the_worker_process_reads_a_job_and_writes_its_answer(tmp_path: Path) ->
     )
     header = json.loads(done.stdout.split(b"\n", 1)[0])
     assert header["meta"]["pages"] == 2
+
+
+async def test_a_worker_that_dies_halfway_through_its_answer_is_media_invalid() -> None:
+    import anyio
+
+    from blobstore.views.runner import DecoderRunner
+
+    # A worker that announces ten bytes, sends three and exits (as one killed mid-write would).
+    script = (
+        "import sys; sys.stdin.buffer.read(); "
+        'sys.stdout.buffer.write(b\'{"ok":true,"meta":{},"parts":[{"meta":{},"length":10}]}\\nabc\')'
+    )
+    process = await anyio.open_process([sys.executable, "-c", script])
+    runner = DecoderRunner(workers=1, timeout=30, memory_bytes=0)
+    try:
+        with pytest.raises(MediaInvalid):
+            await runner._exchange(process, b"{}")
+    finally:
+        await process.wait()
+        await process.aclose()

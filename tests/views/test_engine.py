@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import struct
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -127,6 +128,22 @@ async def test_a_30_second_segment_of_every_audio_format_is_16_khz_mono_and_the_
     assert 9.0 <= view.meta["decoded_from_seconds"] <= 10.0
 
 
+@pytest.mark.parametrize("kind", list(media.AUDIO_FORMATS))
+async def test_a_segment_after_a_seek_starts_at_its_time_in_every_audio_format(
+    views: MediaViews, store: ArtifactService, kind: str
+) -> None:
+    # An MP3 starts with the encoder's delay (about 25 ms), which FFmpeg's timestamps count: a segment
+    # must start at its time in the recording, not that much before it.
+    artifact = await put(store, media.sweep(kind, 40.0), f"sweep.{kind}")
+    source = await views.open(CALLER, artifact.id)
+    for start in (10.0, 33.3):
+        view = await views.audio(source, start, 2.0)
+        _, rate, _, pcm = media.samples_of(view.data)
+        assert rate == RATE
+        # Within 3 ms (48 samples): a tenth of an MP3 frame, what resampling and packet times leave.
+        assert abs(media.sweep_lag(pcm, start)) <= 48, (kind, start)
+
+
 async def test_keyframes_are_where_the_video_has_them_and_show_their_frame(
     views: MediaViews, media_set: MediaSet
 ) -> None:
@@ -148,6 +165,21 @@ async def test_keyframes_are_where_the_video_has_them_and_show_their_frame(
     (sheet,) = await views.frames(source, 4, max_edge=320, layout="sheet")
     assert sheet.meta["times"] == [0.0, 2.0, 3.0, 5.0]
     assert sheet.meta["columns"] == 2
+
+
+async def test_keyframes_of_a_video_whose_timestamps_start_late_are_timed_from_its_start(
+    views: MediaViews, store: ArtifactService
+) -> None:
+    # An MPEG-TS recording's clock starts where the broadcast was: here at 10 s.
+    data = media.numbered_video(6, container_format="mpegts", first_second=10)
+    artifact = await put(store, data, "recording.ts", "video/mp2t")
+    source = await views.open(CALLER, artifact.id)
+    assert (await views.facts(source))["duration_seconds"] == 6.0
+    frames = await views.frames(source, 3, max_edge=160)
+    assert [view.meta["time_seconds"] for view in frames] == [1.0, 3.0, 5.0]
+    for view in frames:
+        number = round(view.meta["time_seconds"] * media.VIDEO_FPS)
+        assert abs(media.gray_level(view.data) - 4 * number) < 4
 
 
 async def test_an_image_region_is_cut_in_original_pixels_and_fitted(
@@ -287,6 +319,41 @@ async def test_a_decoder_past_its_time_is_killed_and_reported(tmp_path: Path) ->
         with pytest.raises(ViewTimeout):
             await views.facts(source)
         assert views.runner.killed == 1
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie no one has reaped yet has ended too)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in {"Z", "X"}
+
+
+async def test_a_decoder_past_its_time_is_killed_with_the_ocr_program_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import anyio
+
+    # A "tesseract" that never finishes: the worker waits for it until its time is up.
+    programs = tmp_path / "bin"
+    programs.mkdir()
+    pid_file = tmp_path / "ocr.pid"
+    fake = programs / "tesseract"
+    fake.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 300\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{programs}:{os.environ['PATH']}")
+    async with open_service(Settings(data_dir=tmp_path / "data", view_timeout_seconds=5)) as service:
+        artifact = await put(service, media.scanned_pdf(["NEVER READ"]), "stuck.pdf")
+        views = MediaViews(service)
+        with pytest.raises(ViewTimeout):
+            await views.page_ocr(await views.open(CALLER, artifact.id), 1)
+    pid = int(pid_file.read_text())
+    for _ in range(100):  # SIGKILL is delivered at once; this waits only for the kernel to show it
+        if _gone(pid):
+            break
+        await anyio.sleep(0.05)
+    assert _gone(pid), "the OCR program outlived the worker that was killed"
 
 
 async def test_a_cleanup_run_removes_the_views_of_expired_artifacts(tmp_path: Path) -> None:

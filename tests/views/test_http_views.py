@@ -69,6 +69,9 @@ async def test_frames_list_their_times_and_image_urls(http: httpx.AsyncClient, m
         body = listing.json()
         images = [await http.get(frame["url"]) for frame in body["frames"]]
     assert [frame["time_seconds"] for frame in body["frames"]] == [1.0, 3.0, 5.0]
+    # The listing is a view of immutable content like the frames it lists.
+    assert "immutable" in listing.headers["cache-control"]
+    assert listing.headers["etag"].startswith('"view-')
     assert body["video"]["duration_seconds"] == 6.0
     for frame, image in zip(body["frames"], images, strict=True):
         assert image.headers["content-type"] == "image/jpeg"
@@ -98,7 +101,8 @@ async def test_head_of_a_view_sends_the_headers_of_its_get_without_the_body(
     assert int(head.headers["content-length"]) == len(get.content) > 0
     same = ("content-type", "etag", "cache-control", "last-modified", "x-view-start-seconds")
     assert {key: head.headers.get(key) for key in same} == {key: get.headers.get(key) for key in same}
-    assert fresh.status_code == (304 if "etag" in get.headers else 200)
+    assert "immutable" in get.headers["cache-control"]
+    assert fresh.status_code == 304
 
 
 async def test_head_of_a_page_past_the_last_is_404_like_its_get(
@@ -138,3 +142,32 @@ async def test_a_bad_file_is_a_422_media_invalid_and_a_tool_error(
     assert result.is_error
     assert isinstance(result.structured_content, dict)
     assert result.structured_content["error"]["code"] == "media_invalid"
+
+
+async def test_a_frames_listing_is_revalidated_by_its_etag_and_differs_by_count(
+    http: httpx.AsyncClient, media_set: MediaSet
+) -> None:
+    path = f"/v1/artifacts/{media_set.ids['clip.mp4']}/frames"
+    async with http:
+        listing = await http.get(path, params={"count": 2})
+        again = await http.get(path, params={"count": 2}, headers={"If-None-Match": listing.headers["etag"]})
+        other = await http.get(path, params={"count": 3}, headers={"If-None-Match": listing.headers["etag"]})
+    assert listing.status_code == 200
+    assert (again.status_code, again.content) == (304, b"")
+    assert again.headers["etag"] == listing.headers["etag"]
+    assert other.status_code == 200
+    assert other.headers["etag"] != listing.headers["etag"]
+    assert len(other.json()["frames"]) == 3
+
+
+async def test_a_frames_listing_names_each_keyframe_once(
+    http: httpx.AsyncClient, media_set: MediaSet
+) -> None:
+    async with http:
+        listing = await http.get(f"/v1/artifacts/{media_set.ids['short.mp4']}/frames?count=8")
+        body = listing.json()
+        images = [await http.get(frame["url"]) for frame in body["frames"]]
+    assert [frame["time_seconds"] for frame in body["frames"]] == [0.0, 1.0]
+    for frame, image in zip(body["frames"], images, strict=True):
+        assert image.status_code == 200
+        assert abs(media.gray_level(image.content) - 4 * round(frame["time_seconds"] * 10)) < 4

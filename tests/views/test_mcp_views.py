@@ -78,6 +78,11 @@ async def test_an_audio_segment_is_an_audio_block_of_16_khz_mono_with_its_times(
     assert tail.text == "That segment reaches the end of the recording."
     channels, rate, _, pcm = media.samples_of(base64.b64decode(block.data))
     assert (channels, rate, len(pcm)) == (1, 16_000, 2 * 30 * 16_000)
+    # The structured view states the first line's estimate, as for every other kind of view.
+    assert isinstance(result.structured_content, dict)
+    view = result.structured_content["view"]
+    assert (view["kind"], view["start_seconds"], view["end_seconds"]) == ("audio", 40.0, 70.0)
+    assert view["estimated_tokens"] == 960
 
 
 async def test_frames_and_regions_come_as_images_between_their_lines(
@@ -182,3 +187,245 @@ async def test_a_page_image_over_the_answer_budget_becomes_a_link_to_its_view(
     assert not result.is_error, result.content
     (link,) = [block for block in result.content if isinstance(block, ResourceLink)]
     assert link.uri == f"{uri(media_set, 'report.pdf')}/pages/2.png"
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_an_audio_segment_over_the_answer_budget_becomes_a_link_to_its_audio_resource(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        media_set,
+        "settings",
+        media_set.settings.model_copy(update={"inline_limit": 1024, "mcp_window_max": 1024}),
+    )
+    arguments = {"uri": uri(media_set, "pattern.wav"), "start_seconds": 10, "duration_seconds": 2}
+    async with connect(transport, media_set, request) as client:
+        result = await client.call_tool("read_artifact", arguments)
+        assert not result.is_error, result.content
+        (link,) = [block for block in result.content if isinstance(block, ResourceLink)]
+        read = (await client.read_resource(str(link.uri))).contents[0]
+    assert not any(isinstance(block, AudioContent) for block in result.content)
+    assert link.uri == f"{uri(media_set, 'pattern.wav')}/audio?start=10&duration=2"
+    assert isinstance(result.structured_content, dict)
+    assert result.structured_content["view"]["estimated_tokens"] == 0
+    assert isinstance(read, BlobResourceContents)
+    channels, rate, _, pcm = media.samples_of(base64.b64decode(read.blob))
+    assert (channels, rate, len(pcm)) == (1, 16_000, 2 * 2 * 16_000)
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_a_page_format_or_frames_layout_without_its_view_is_refused_not_read_as_bytes(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest
+) -> None:
+    async with connect(transport, media_set, request) as client:
+        image = await client.call_tool(
+            "read_artifact", {"uri": uri(media_set, "report.pdf"), "page_format": "image"}
+        )
+        sheet = await client.call_tool(
+            "read_artifact", {"uri": uri(media_set, "clip.mp4"), "frames_layout": "sheet"}
+        )
+        # The defaults, sent as a client fills in a schema, still read bytes.
+        plain = await client.call_tool(
+            "read_artifact",
+            {"uri": uri(media_set, "clip.mp4"), "page_format": "text", "frames_layout": "frames"},
+        )
+    assert view_error(image) == "invalid_request"
+    assert "pages" in texts(image)[0]
+    assert view_error(sheet) == "invalid_request"
+    assert "frames" in texts(sheet)[0]
+    assert not plain.is_error, plain.content
+    assert isinstance(plain.structured_content, dict)
+    assert "window" in plain.structured_content
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_a_30_second_segment_at_any_start_is_estimated_at_960_tokens(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest
+) -> None:
+    # 32 tokens a second of 30 s, whatever rounding the start's and end's floating-point values carry.
+    async with connect(transport, media_set, request) as client:
+        for start in (2.2, 6.7, 12.7):
+            arguments = {"uri": uri(media_set, "pattern.wav"), "start_seconds": start, "duration_seconds": 30}
+            result = await client.call_tool("read_artifact", arguments)
+            assert not result.is_error, result.content
+            assert texts(result)[0].endswith(", 16 kHz mono WAV; about 960 tokens."), (start, texts(result))
+            assert isinstance(result.structured_content, dict)
+            assert result.structured_content["view"]["estimated_tokens"] == 960
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_more_frames_than_the_video_has_keyframes_show_each_keyframe_once(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest
+) -> None:
+    # short.mp4 is 2 s with a keyframe at 0 s and at 1 s: eight evenly spaced times land on those two.
+    async with connect(transport, media_set, request) as client:
+        frames = await client.call_tool("read_artifact", {"uri": uri(media_set, "short.mp4"), "frames": 8})
+        sheet = await client.call_tool(
+            "read_artifact", {"uri": uri(media_set, "short.mp4"), "frames": 8, "frames_layout": "sheet"}
+        )
+    assert not frames.is_error, frames.content
+    head = texts(frames)[0]
+    assert head.startswith("short.mp4, 2 keyframes of 2.0 s (320x240)"), head
+    assert "8 asked" in head
+    assert [t for t in texts(frames) if t.startswith("keyframe at")] == [
+        "keyframe at 0.0 s",
+        "keyframe at 1.0 s",
+    ]
+    assert sum(isinstance(block, ImageContent) for block in frames.content) == 2
+    assert isinstance(frames.structured_content, dict)
+    assert frames.structured_content["view"]["times"] == [0.0, 1.0]
+    assert not sheet.is_error, sheet.content
+    assert "sheet of 0.0 s, 1.0 s" in texts(sheet)
+    (image,) = [block for block in sheet.content if isinstance(block, ImageContent)]
+    with Image.open(io.BytesIO(base64.b64decode(image.data))) as decoded:
+        # Two cells side by side, not a 3x3 grid of eight.
+        assert decoded.width == 2 * decoded.height * 320 // 240
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_the_read_tool_states_the_configured_page_and_segment_limits(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        media_set,
+        "settings",
+        media_set.settings.model_copy(update={"view_max_pages": 4, "view_max_audio_seconds": 12.5}),
+    )
+    async with connect(transport, media_set, request) as client:
+        (tool,) = [tool for tool in (await client.list_tools()).tools if tool.name == "read_artifact"]
+        five = await client.call_tool("read_artifact", {"uri": uri(media_set, "report.pdf"), "pages": "1-5"})
+    properties = tool.input_schema["properties"]
+    # A model reads the limits from the schema: the numbers this server enforces, not a setting's name.
+    assert "at most 4 per call" in properties["pages"]["description"]
+    assert "default and most 12.5" in properties["duration_seconds"]["description"]
+    assert view_error(five) == "invalid_request"
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_a_videos_sound_is_read_as_audio_segments_and_its_frames_say_so(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest
+) -> None:
+    from blobstore.runtime import open_service
+    from tests.mcp.conftest import put
+
+    async with open_service(media_set.settings) as service:
+        film = await put(service, media.video_with_sound(20), "film.mp4")
+    assert (film.mime_type, film.media["duration_seconds"]) == ("video/mp4", 20.0)
+    async with connect(transport, media_set, request) as client:
+        segment = await client.call_tool(
+            "read_artifact", {"uri": film.uri, "start_seconds": 5, "duration_seconds": 2}
+        )
+        frames = await client.call_tool("read_artifact", {"uri": film.uri, "frames": 2})
+    assert not segment.is_error, segment.content
+    head, block, tail = segment.content
+    assert isinstance(head, TextContent)
+    assert head.text == "film.mp4, 5.0-7.0 s of 20.0 s, 16 kHz mono WAV; about 64 tokens."
+    assert isinstance(block, AudioContent)
+    channels, rate, _, pcm = media.samples_of(base64.b64decode(block.data))
+    assert (channels, rate, len(pcm)) == (1, 16_000, 2 * 2 * 16_000)
+    assert abs(media.sweep_lag(pcm, 5.0)) <= 48
+    assert isinstance(tail, TextContent)
+    assert tail.text == "Next: read_artifact(uri, start_seconds=7.0, duration_seconds=2)."
+    assert not frames.is_error, frames.content
+    assert texts(frames)[-1].startswith("Hear it with read_artifact(uri, start_seconds=0).")
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_the_first_line_names_pages_without_a_text_layer_in_good_grammar(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest
+) -> None:
+    async with connect(transport, media_set, request) as client:
+        one = await client.call_tool("read_artifact", {"uri": uri(media_set, "scan.pdf"), "pages": "1"})
+        two = await client.call_tool("read_artifact", {"uri": uri(media_set, "scan.pdf"), "pages": "1-2"})
+    assert "; page 1 has no text layer and is shown as an image; about " in texts(one)[0]
+    assert "; pages 1-2 have no text layer and are shown as images; about " in texts(two)[0]
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_following_the_next_segment_hint_continues_at_the_exact_sample(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest
+) -> None:
+    import re
+
+    arguments: dict[str, Any] = {"uri": uri(media_set, "pattern.wav"), "start_seconds": 12.34}
+    async with connect(transport, media_set, request) as client:
+        first = await client.call_tool("read_artifact", arguments)
+        head, tail = texts(first)
+        found = re.fullmatch(
+            r"Next: read_artifact\(uri, start_seconds=([\d.]+), duration_seconds=([\d.]+)\)\.", tail
+        )
+        assert found is not None, tail
+        start, duration = float(found.group(1)), float(found.group(2))
+        second = await client.call_tool(
+            "read_artifact", {**arguments, "start_seconds": start, "duration_seconds": duration}
+        )
+    # The line gives the exact times, and the hint starts the next segment where this one ended.
+    assert head.startswith("pattern.wav, 12.34-42.34 s of 70.0 s, "), head
+    assert (start, duration) == (42.34, 27.66)
+    (audio,) = [block for block in second.content if isinstance(block, AudioContent)]
+    _, _, _, pcm = media.samples_of(base64.b64decode(audio.data))
+    assert pcm[:2] == media.pattern_sample(round(42.34 * 16_000)).to_bytes(2, "little", signed=True)
+    assert texts(second)[-1] == "That segment reaches the end of the recording."
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_a_page_text_over_the_answer_budget_becomes_a_link_to_its_text_resource(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A budget below one marker's 15 bytes: every page's text is over it.
+    monkeypatch.setattr(
+        media_set, "settings", media_set.settings.model_copy(update={"inline_limit": 8, "mcp_window_max": 8})
+    )
+    report = uri(media_set, "report.pdf")
+    async with connect(transport, media_set, request) as client:
+        result = await client.call_tool("read_artifact", {"uri": report, "pages": "1-2"})
+        assert not result.is_error, result.content
+        links = [block for block in result.content if isinstance(block, ResourceLink)]
+        read = [(await client.read_resource(str(link.uri))).contents[0] for link in links]
+    # Text counts against the inline budget like any block: past it, the page is a link to its text.
+    assert [str(link.uri) for link in links] == [f"{report}/pages/1.txt", f"{report}/pages/2.txt"]
+    for number, contents in enumerate(read, 1):
+        assert isinstance(contents, TextResourceContents)
+        assert media.marker(number) in contents.text
+    assert not any(media.marker(n) in text for n in (1, 2) for text in texts(result))
+    assert isinstance(result.structured_content, dict)
+    assert result.structured_content["view"]["estimated_tokens"] == 0
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_a_page_image_over_the_budget_links_to_the_size_that_was_asked_for(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        media_set,
+        "settings",
+        media_set.settings.model_copy(update={"inline_limit": 64, "mcp_window_max": 64}),
+    )
+    report = uri(media_set, "report.pdf")
+    arguments = {"uri": report, "pages": "2", "page_format": "image", "max_edge": 300}
+    async with connect(transport, media_set, request) as client:
+        result = await client.call_tool("read_artifact", arguments)
+        (link,) = [block for block in result.content if isinstance(block, ResourceLink)]
+        read = (await client.read_resource(str(link.uri))).contents[0]
+    assert str(link.uri) == f"{report}/pages/2.png?max_edge=300"
+    assert isinstance(read, BlobResourceContents)
+    data = base64.b64decode(read.blob)
+    assert link.size == len(data)
+    with Image.open(io.BytesIO(data)) as image:
+        assert max(image.size) == 300
+
+
+@pytest.mark.parametrize("transport", ["memory"], indirect=True)
+async def test_the_view_templates_state_the_configured_budgets(
+    transport: str, media_set: MediaSet, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        media_set,
+        "settings",
+        media_set.settings.model_copy(update={"view_max_audio_seconds": 12.5, "image_long_edge": 800}),
+    )
+    async with connect(transport, media_set, request) as client:
+        templates = {t.name: t for t in (await client.list_resource_templates()).resource_templates}
+    assert "800 px" in str(templates["artifact-page-image"].description)
+    assert "12.5 s" in str(templates["artifact-audio"].description)
+    assert "30 s" not in str(templates["artifact-audio"].description)

@@ -69,3 +69,13 @@ def test_audio_uris_parse_back_and_others_are_not_views() -> None:
         parse_view_uri("blobstore://artifacts/a_abc/audio?start=nan")
     with pytest.raises(InvalidRequest):
         parse_view_uri("blobstore://artifacts/a_abc/audio?volume=11")
+
+
+def test_a_page_image_uri_may_name_its_size_and_nothing_else() -> None:
+    ref = parse_view_uri(page_uri("a_abc", 7, "png", 300))
+    assert ref is not None
+    assert (ref.kind, ref.page, ref.max_edge) == ("page_image", 7, 300)
+    assert page_uri("a_abc", 7, "txt", 300) == "blobstore://artifacts/a_abc/pages/7.txt"
+    for bad in ("7.txt?max_edge=300", "7.png?max_edge=8", "7.png?max_edge=x", "7.png?size=300"):
+        with pytest.raises(InvalidRequest):
+            parse_view_uri(f"blobstore://artifacts/a_abc/pages/{bad}")

@@ -22,7 +22,7 @@ from blobstore.api.headers import http_date
 from blobstore.errors import NotFound
 from blobstore.ranges import none_match
 from blobstore.views.cache import VIEW_VERSION, View, rendition_key
-from blobstore.views.engine import MediaViews, Source, views_for
+from blobstore.views.engine import MediaViews, Source, distinct_frames, views_for
 from blobstore.views.params import MAX_EDGE, MAX_FRAMES, MIN_EDGE, check_frames
 
 router = APIRouter(prefix="/v1/artifacts", tags=["views"])
@@ -191,12 +191,19 @@ async def frames(
 ) -> Response:
     views = views_for(service)
     source = await views.open(caller, artifact_id, kinds=("video",))
+    # The listing names its frames by absolute URL, so the base it was built for is part of its identity.
+    etag = _etag(source, {"route": "frames", "count": count, "max_edge": max_edge, "base": base})
+    fresh = _fresh(request, source, etag)
+    if fresh is not None:
+        return fresh
     facts = await views.facts(source)
-    made = await views.frames(source, check_frames(count), max_edge=max_edge)
+    made = distinct_frames(await views.frames(source, check_frames(count), max_edge=max_edge))
     edge = f"&max_edge={max_edge}" if max_edge is not None else ""
     where = f"{base}/v1/artifacts/{source.artifact.id}/frames"
     items = [{**view.meta, "url": f"{where}/{view.meta['index']}.jpg?count={count}{edge}"} for view in made]
-    listing = JSONResponse({"artifact_id": source.artifact.id, "video": facts, "frames": items})
+    listing = JSONResponse(
+        {"artifact_id": source.artifact.id, "video": facts, "frames": items}, headers=_headers(source, etag)
+    )
     return _bodiless(request, listing)
 
 
