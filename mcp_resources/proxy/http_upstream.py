@@ -308,12 +308,13 @@ class HttpUpstream:
         try:
             while (item := await reader.next()) is not None:
                 if _answers(lines, message):
-                    # A JSON body answers the request it came for, even when it cannot be read.
+                    # A JSON body is the answer to the request it came for, even when it cannot be read.
                     item = _as_answer(item, message["id"])
+                    answered = True
+                elif not answered and _is_answer(item, request):
+                    answered = True
                 if isinstance(item, Whole):
                     self._learn_version(item.raw)
-                if not answered and _is_answer(item, request):
-                    answered = True
                 await self._inbox.put(item)
         finally:
             await chunks.aclose()

@@ -19,6 +19,9 @@ from typing import Any, Final
 import pytest
 from mcp.client.stdio import StdioServerParameters
 
+from blobstore.config import Settings
+from blobstore.models import Caller
+from blobstore.runtime import open_service
 from tests.fixtures.server import BLOBSTORE
 from tests.proxy.offload_fixtures import Rig, open_rig
 
@@ -28,6 +31,8 @@ NODE_MODULES: Final = JS / "node_modules" / "@modelcontextprotocol"
 FILESYSTEM_SERVER: Final = NODE_MODULES / "server-filesystem" / "dist" / "index.js"
 EVERYTHING_SERVER: Final = NODE_MODULES / "server-everything" / "dist" / "index.js"
 PYTHON_UPSTREAM: Final = [sys.executable, str(HERE / "upstream_server.py")]
+RAW_UPSTREAM: Final = [sys.executable, str(HERE / "raw_upstream.py")]
+"""The hand-written upstream of the large and hostile messages (``raw_upstream.py``)."""
 TIMEOUT: Final = 120.0
 NAMESPACE: Final = "default"
 
@@ -177,3 +182,34 @@ async def raw_peer(command: Sequence[str], *, stderr: int | None = None) -> Asyn
 async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
     async with open_rig(tmp_path) as made:
         yield made
+
+
+async def call(
+    peer: RawPeer, ident: Any, name: str, arguments: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """``tools/call`` of ``name`` through ``peer``; the answer."""
+    line = await peer.request(ident, "tools/call", {"name": name, "arguments": arguments or {}})
+    answer: dict[str, Any] = json.loads(line)
+    return answer
+
+
+async def stored(data_dir: Path) -> list[Any]:
+    """The artifacts the proxy stored in ``data_dir``."""
+    async with open_service(Settings(data_dir=data_dir)) as service:
+        page = await service.list_artifacts(Caller(namespace=NAMESPACE), limit=100)
+        return list(page.items)
+
+
+def link_of(answer: dict[str, Any]) -> dict[str, Any]:
+    """The one ``resource_link`` of a tool answer."""
+    links: list[dict[str, Any]] = [b for b in answer["result"]["content"] if b["type"] == "resource_link"]
+    assert len(links) == 1, answer
+    return links[0]
+
+
+@pytest.fixture
+def small_cap(monkeypatch: pytest.MonkeyPatch) -> int:
+    """A message cap of 4 MiB for the proxies the test starts."""
+    cap = 4 * 1024 * 1024
+    monkeypatch.setenv("BLOBSTORE_PROXY_MAX_MESSAGE_BYTES", str(cap))
+    return cap

@@ -10,7 +10,6 @@ import base64
 import io
 import json
 import struct
-import sys
 import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,10 +18,9 @@ from typing import Any, Final
 import pytest
 from PIL import Image
 
-from tests.proxy.conftest import HERE, RawPeer, proxy_command, raw_peer, vm_hwm
+from tests.proxy.conftest import RAW_UPSTREAM, RawPeer, proxy_command, raw_peer, vm_hwm
 from tests.proxy.offload_fixtures import flat_png, photo_png
 
-RAW_UPSTREAM: Final = [sys.executable, str(HERE / "raw_upstream.py")]
 MiB: Final = 1024 * 1024
 
 

@@ -7,24 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
 
-from tests.proxy.conftest import HERE, TIMEOUT, RawPeer, proxy_command, raw_peer, vm_hwm
+from tests.proxy.conftest import RAW_UPSTREAM, TIMEOUT, RawPeer, call, proxy_command, raw_peer, vm_hwm
 
-RAW_UPSTREAM: Final = [sys.executable, str(HERE / "raw_upstream.py")]
 MiB: Final = 1024 * 1024
-
-
-async def call(
-    peer: RawPeer, ident: Any, name: str, arguments: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    line = await peer.request(ident, "tools/call", {"name": name, "arguments": arguments or {}})
-    answer: dict[str, Any] = json.loads(line)
-    return answer
 
 
 async def exchange(

@@ -23,11 +23,18 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from blobstore.config import Settings
-from blobstore.models import Caller
-from blobstore.runtime import open_service
 from tests.fixtures.server import BLOBSTORE
-from tests.proxy.conftest import HERE, NAMESPACE, TIMEOUT, RawPeer, raw_peer, vm_hwm
+from tests.proxy.conftest import (
+    HERE,
+    NAMESPACE,
+    TIMEOUT,
+    RawPeer,
+    call,
+    link_of,
+    raw_peer,
+    stored,
+    vm_hwm,
+)
 from tests.proxy.raw_upstream import payload_sha256, text_sha256
 
 MiB: Final = 1024 * 1024
@@ -72,31 +79,29 @@ async def proxied(data_dir: Path, url: str, *, stderr: int | None = None) -> Asy
         yield peer
 
 
-async def call(
-    peer: RawPeer, ident: int, name: str, arguments: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    line = await peer.request(ident, "tools/call", {"name": name, "arguments": arguments or {}})
-    answer: dict[str, Any] = json.loads(line)
-    return answer
+async def calls(
+    peer: RawPeer, tools: list[dict[str, Any]], *, notes: int = 0, first: int = 1
+) -> tuple[dict[Any, Any], list[dict[str, Any]]]:
+    """``tools/call`` with each of ``tools`` (its params) at once, ids from ``first``; the answers by id, and
+    the notifications that came until every answer and at least ``notes`` of them had."""
+    for ident, params in enumerate(tools, first):
+        await peer.send({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params})
+    answers: dict[Any, Any] = {}
+    seen: list[dict[str, Any]] = []
+    while len(answers) < len(tools) or len(seen) < notes:
+        line = await peer.next_line()
+        assert line is not None, "the proxy closed"
+        message = json.loads(line)
+        if "method" in message:
+            seen.append(message)
+        else:
+            answers[message["id"]] = message
+    return answers, seen
 
 
-async def stored(data_dir: Path) -> list[Any]:
-    async with open_service(Settings(data_dir=data_dir)) as service:
-        page = await service.list_artifacts(Caller(namespace=NAMESPACE), limit=100)
-        return list(page.items)
-
-
-def link_of(answer: dict[str, Any]) -> dict[str, Any]:
-    links: list[dict[str, Any]] = [b for b in answer["result"]["content"] if b["type"] == "resource_link"]
-    assert len(links) == 1, answer
-    return links[0]
-
-
-@pytest.fixture
-def small_cap(monkeypatch: pytest.MonkeyPatch) -> int:
-    cap = 4 * MiB
-    monkeypatch.setenv("BLOBSTORE_PROXY_MAX_MESSAGE_BYTES", str(cap))
-    return cap
+def text_of(answer: dict[str, Any]) -> str:
+    text: str = answer["result"]["content"][0]["text"]
+    return text
 
 
 @pytest.mark.parametrize("framing", ["sse", "json"])
@@ -187,17 +192,9 @@ async def test_a_burst_of_progress_events_all_reach_the_host_with_memory_bounded
                 "arguments": {"count": count},
                 "_meta": {"progressToken": "p"},
             }
-            await peer.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
-            progress: list[int] = []
-            while True:
-                line = await peer.next_line()
-                assert line is not None
-                message = json.loads(line)
-                if message.get("id") == 1:
-                    break
-                progress.append(message["params"]["progress"])
-            assert message["result"]["content"][0]["text"] == f"{count} sent"
-            assert progress == list(range(1, count + 1))
+            answers, seen = await calls(peer, [params])
+            assert text_of(answers[1]) == f"{count} sent"
+            assert [note["params"]["progress"] for note in seen] == list(range(1, count + 1))
             assert vm_hwm(peer.process.pid) - before < 64 * MiB
             assert await peer.close() == 0
 
@@ -235,20 +232,9 @@ async def test_what_the_server_sends_outside_a_request_comes_on_the_get_stream_t
 ) -> None:
     with http_upstream("sse") as (url, _):
         async with proxied(data_dir, url) as peer:
-            for ident, text in enumerate(["first news", "second news"], start=1):
-                params = {"name": "announce", "arguments": {"text": text}}
-                await peer.send({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params})
-            answers: dict[Any, Any] = {}
-            notes: list[Any] = []
-            while len(notes) < 2 or len(answers) < 2:
-                line = await peer.next_line()
-                assert line is not None
-                message = json.loads(line)
-                if "method" in message:
-                    notes.append(message)
-                else:
-                    answers[message["id"]] = message["result"]["content"][0]["text"]
-            assert answers == {1: "announced", 2: "announced"}
+            news = [{"name": "announce", "arguments": {"text": t}} for t in ("first news", "second news")]
+            answers, notes = await calls(peer, news, notes=2)
+            assert [text_of(answers[1]), text_of(answers[2])] == ["announced", "announced"]
             assert [n["method"] for n in notes] == ["notifications/message"] * 2
             assert sorted(n["params"]["data"] for n in notes) == ["first news", "second news"]
             assert await peer.close() == 0
@@ -257,23 +243,14 @@ async def test_what_the_server_sends_outside_a_request_comes_on_the_get_stream_t
 async def test_a_get_stream_the_server_ends_is_opened_again_after_its_last_event(data_dir: Path) -> None:
     with http_upstream("sse") as (url, _):
         async with proxied(data_dir, url) as peer:
-            notes: list[dict[str, Any]] = []
-            steps = [("announce", "one"), ("hangup", ""), ("announce", "two")]
-            for ident, (tool, text) in enumerate(steps, 1):
-                params = {"name": tool, "arguments": {"text": text}}
-                await peer.send({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params})
-                answered, wanted = False, len(notes) + (tool == "announce")
-                # The note is held by the server until a GET stream takes it: it may come before or after.
-                while not answered or len(notes) < wanted:
-                    line = await peer.next_line()
-                    assert line is not None
-                    message = json.loads(line)
-                    if "method" in message:
-                        notes.append(message)
-                    else:
-                        assert message["id"] == ident
-                        assert "result" in message
-                        answered = True
+            # Each note is held by the server until a GET stream takes it: before or after its answer.
+            _, notes = await calls(peer, [{"name": "announce", "arguments": {"text": "one"}}], notes=1)
+            hung_up, _ = await calls(peer, [{"name": "hangup"}], first=2)
+            assert text_of(hung_up[2]) == "hung up"
+            _, later = await calls(
+                peer, [{"name": "announce", "arguments": {"text": "two"}}], notes=1, first=3
+            )
+            notes += later
             assert [(n["method"], n["params"]["data"]) for n in notes] == [
                 ("notifications/message", "one"),
                 ("notifications/message", "two"),

@@ -10,45 +10,23 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import sys
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import pytest
 
-from blobstore.config import Settings
-from blobstore.models import Caller
-from blobstore.runtime import open_service
-from tests.proxy.conftest import HERE, NAMESPACE, RawPeer, proxy_command, raw_peer, vm_hwm
+from tests.proxy.conftest import (
+    RAW_UPSTREAM,
+    call,
+    link_of,
+    proxy_command,
+    raw_peer,
+    stored,
+    vm_hwm,
+)
 from tests.proxy.raw_upstream import payload_sha256, text_sha256
 
-RAW_UPSTREAM: Final = [sys.executable, str(HERE / "raw_upstream.py")]
 MiB: Final = 1024 * 1024
-
-
-async def call(peer: RawPeer, ident: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    line = await peer.request(ident, "tools/call", {"name": name, "arguments": arguments})
-    answer: dict[str, Any] = json.loads(line)
-    return answer
-
-
-async def stored(data_dir: Path) -> list[Any]:
-    async with open_service(Settings(data_dir=data_dir)) as service:
-        page = await service.list_artifacts(Caller(namespace=NAMESPACE), limit=100)
-        return list(page.items)
-
-
-def link_of(answer: dict[str, Any]) -> dict[str, Any]:
-    links: list[dict[str, Any]] = [b for b in answer["result"]["content"] if b["type"] == "resource_link"]
-    assert len(links) == 1, answer
-    return links[0]
-
-
-@pytest.fixture
-def small_cap(monkeypatch: pytest.MonkeyPatch) -> int:
-    cap = 4 * MiB
-    monkeypatch.setenv("BLOBSTORE_PROXY_MAX_MESSAGE_BYTES", str(cap))
-    return cap
 
 
 @pytest.mark.parametrize("id_last", [False, True], ids=["id-first", "id-last"])
