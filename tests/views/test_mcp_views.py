@@ -140,6 +140,11 @@ async def test_view_resources_are_listed_and_read(
     assert (past.value.error.data["reason"], past.value.error.data["pages"]) == ("not_found", PDF_PAGES)
 
 
+def configure(media_set: MediaSet, monkeypatch: pytest.MonkeyPatch, **changes: Any) -> None:
+    """The servers the test connects run with these settings changed."""
+    monkeypatch.setattr(media_set, "settings", media_set.settings.model_copy(update=changes))
+
+
 @pytest.mark.parametrize("transport", ["memory", "http"], indirect=True)
 async def test_views_of_the_wrong_kind_or_beyond_their_limits_are_tool_errors(
     transport: str, media_set: MediaSet, request: pytest.FixtureRequest
@@ -175,11 +180,7 @@ async def test_views_of_the_wrong_kind_or_beyond_their_limits_are_tool_errors(
 async def test_a_page_image_over_the_answer_budget_becomes_a_link_to_its_view(
     transport: str, media_set: MediaSet, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(
-        media_set,
-        "settings",
-        media_set.settings.model_copy(update={"inline_limit": 1024, "mcp_window_max": 1024}),
-    )
+    configure(media_set, monkeypatch, inline_limit=1024, mcp_window_max=1024)
     async with connect(transport, media_set, request) as client:
         result = await client.call_tool(
             "read_artifact", {"uri": uri(media_set, "report.pdf"), "pages": "2", "page_format": "image"}
@@ -193,11 +194,7 @@ async def test_a_page_image_over_the_answer_budget_becomes_a_link_to_its_view(
 async def test_an_audio_segment_over_the_answer_budget_becomes_a_link_to_its_audio_resource(
     transport: str, media_set: MediaSet, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(
-        media_set,
-        "settings",
-        media_set.settings.model_copy(update={"inline_limit": 1024, "mcp_window_max": 1024}),
-    )
+    configure(media_set, monkeypatch, inline_limit=1024, mcp_window_max=1024)
     arguments = {"uri": uri(media_set, "pattern.wav"), "start_seconds": 10, "duration_seconds": 2}
     async with connect(transport, media_set, request) as client:
         result = await client.call_tool("read_artifact", arguments)
@@ -286,11 +283,7 @@ async def test_more_frames_than_the_video_has_keyframes_show_each_keyframe_once(
 async def test_the_read_tool_states_the_configured_page_and_segment_limits(
     transport: str, media_set: MediaSet, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(
-        media_set,
-        "settings",
-        media_set.settings.model_copy(update={"view_max_pages": 4, "view_max_audio_seconds": 12.5}),
-    )
+    configure(media_set, monkeypatch, view_max_pages=4, view_max_audio_seconds=12.5)
     async with connect(transport, media_set, request) as client:
         (tool,) = [tool for tool in (await client.list_tools()).tools if tool.name == "read_artifact"]
         five = await client.call_tool("read_artifact", {"uri": uri(media_set, "report.pdf"), "pages": "1-5"})
@@ -373,9 +366,7 @@ async def test_a_page_text_over_the_answer_budget_becomes_a_link_to_its_text_res
     transport: str, media_set: MediaSet, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A budget below one marker's 15 bytes: every page's text is over it.
-    monkeypatch.setattr(
-        media_set, "settings", media_set.settings.model_copy(update={"inline_limit": 8, "mcp_window_max": 8})
-    )
+    configure(media_set, monkeypatch, inline_limit=8, mcp_window_max=8)
     report = uri(media_set, "report.pdf")
     async with connect(transport, media_set, request) as client:
         result = await client.call_tool("read_artifact", {"uri": report, "pages": "1-2"})
@@ -396,11 +387,7 @@ async def test_a_page_text_over_the_answer_budget_becomes_a_link_to_its_text_res
 async def test_a_page_image_over_the_budget_links_to_the_size_that_was_asked_for(
     transport: str, media_set: MediaSet, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(
-        media_set,
-        "settings",
-        media_set.settings.model_copy(update={"inline_limit": 64, "mcp_window_max": 64}),
-    )
+    configure(media_set, monkeypatch, inline_limit=64, mcp_window_max=64)
     report = uri(media_set, "report.pdf")
     arguments = {"uri": report, "pages": "2", "page_format": "image", "max_edge": 300}
     async with connect(transport, media_set, request) as client:
@@ -419,11 +406,7 @@ async def test_a_page_image_over_the_budget_links_to_the_size_that_was_asked_for
 async def test_the_view_templates_state_the_configured_budgets(
     transport: str, media_set: MediaSet, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(
-        media_set,
-        "settings",
-        media_set.settings.model_copy(update={"view_max_audio_seconds": 12.5, "image_long_edge": 800}),
-    )
+    configure(media_set, monkeypatch, view_max_audio_seconds=12.5, image_long_edge=800)
     async with connect(transport, media_set, request) as client:
         templates = {t.name: t for t in (await client.list_resource_templates()).resource_templates}
     assert "800 px" in str(templates["artifact-page-image"].description)

@@ -55,6 +55,24 @@ def replica(request: pytest.FixtureRequest, tmp_path: Path) -> Replica:
     return opened
 
 
+@pytest.fixture
+def replica_settings(
+    pg_url: str, s3_storage_url: str, s3_endpoint_url: str, tmp_path: Path
+) -> Callable[[str], Settings]:
+    """The settings of one named server replica over the test's PostgreSQL database and S3 bucket."""
+    migrated_url = migrated(pg_url)
+
+    def settings(name: str) -> Settings:
+        return Settings(
+            data_dir=tmp_path / name,
+            database_url=migrated_url,
+            storage_url=s3_storage_url,
+            s3_endpoint_url=s3_endpoint_url,
+        )
+
+    return settings
+
+
 def migrated(pg_url: str) -> str:
     """``pg_url`` migrated: a server replica on PostgreSQL requires what ``blobstore migrate`` did."""
     # On a thread of its own: Alembic's environment runs its own event loop.
@@ -109,19 +127,9 @@ async def test_artifacts_over_the_same_bytes_share_one_rendition_and_equal_views
 @pytest.mark.postgres
 @pytest.mark.s3
 async def test_replicas_on_one_database_and_storage_share_their_views(
-    pg_url: str, s3_storage_url: str, s3_endpoint_url: str, tmp_path: Path
+    replica_settings: Callable[[str], Settings],
 ) -> None:
-    migrated_url = migrated(pg_url)
-
-    def settings(name: str) -> Settings:
-        return Settings(
-            data_dir=tmp_path / name,
-            database_url=migrated_url,
-            storage_url=s3_storage_url,
-            s3_endpoint_url=s3_endpoint_url,
-        )
-
-    async with open_service(settings("a")) as a, open_service(settings("b")) as b:
+    async with open_service(replica_settings("a")) as a, open_service(replica_settings("b")) as b:
         artifact = await put(a, media.text_pdf(4), "shared.pdf")
         on_a, on_b = MediaViews(a), MediaViews(b)
         source_a = await on_a.open(CALLER, artifact.id)
@@ -137,19 +145,9 @@ async def test_replicas_on_one_database_and_storage_share_their_views(
 @pytest.mark.postgres
 @pytest.mark.s3
 async def test_a_page_read_over_http_on_one_replica_is_a_lookup_on_the_other(
-    pg_url: str, s3_storage_url: str, s3_endpoint_url: str, tmp_path: Path
+    replica_settings: Callable[[str], Settings],
 ) -> None:
-    migrated_url = migrated(pg_url)
-
-    def settings(name: str) -> Settings:
-        return Settings(
-            data_dir=tmp_path / name,
-            database_url=migrated_url,
-            storage_url=s3_storage_url,
-            s3_endpoint_url=s3_endpoint_url,
-        )
-
-    async with running_app(settings("a")) as app_a, running_app(settings("b")) as app_b:
+    async with running_app(replica_settings("a")) as app_a, running_app(replica_settings("b")) as app_b:
         clients = [
             httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
             for app in (app_a, app_b)
