@@ -21,7 +21,8 @@ PIPE_SIZE = 2 * 1024 * 1024
 
 
 def widen(fd: int) -> None:
-    """As ``mcp_resources.stdio`` does: as large a pipe as the system lets an unprivileged process make."""
+    """As ``mcp_resources.transports.stdio`` does: as large a pipe as the system lets an unprivileged process
+    make."""
     try:
         with open("/proc/sys/fs/pipe-max-size", "rb") as limit:
             fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, min(int(limit.read()), PIPE_SIZE))

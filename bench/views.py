@@ -10,7 +10,15 @@ FFmpeg) and reports:
 - wall time of the first and of a cached view: a page's text, a page's image, a 30 s segment at 0:00 and at
   1:59:00 of the WAV and of the MP3 (medians of ``--runs`` fresh caches);
 - peak RSS during 16 views at once (``BLOBSTORE_VIEW_WORKERS=16``): the server process, the largest worker,
-  and the sum of both sampled every 10 ms.
+  and the sum of both sampled every 10 ms;
+- OCR: the first and a cached OCR of page 37 (Tesseract, rendered at 300 dpi), and tokens to answer "what does
+  the screenshot say" on a 1280x800 picture of a manual page (page 7 of Debian's libtasn1 manual where
+  libtasn1-doc is installed, else page 37): the image as the model receives it (its estimate after the
+  host's downscale) against ``read_artifact(uri, include_media=false)``'s OCR text answer, and
+  ``read_artifact(uri, ocr=true)``'s text blocks and the JSON of its ``structuredContent`` (the boxes and
+  confidences of every line and word);
+- scene cuts: seconds to find the scenes of a video per minute of it (640x360 at 25 frames a second, a cut
+  every 5 s between rendered pages, two minutes), comparing every frame.
 
     .venv/bin/python bench/views.py                  # the full run (makes about 350 MB of media)
     .venv/bin/python bench/views.py --hours 0.1      # a quick one over a six-minute recording
@@ -51,7 +59,7 @@ from blobstore.models import Caller
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from blobstore.views.engine import MediaViews
-from mcp_resources.server import create_server, fixed_caller
+from mcp_resources.transports.server import create_server, fixed_caller
 
 CALLER = Caller(namespace="default")
 View = Callable[[], Coroutine[Any, Any, object]]
@@ -269,6 +277,97 @@ async def parallel_rss(settings: Settings, ids: dict[str, str], root: Path) -> d
     }
 
 
+LIBTASN1 = Path("/usr/share/doc/libtasn1-doc/libtasn1.pdf")
+
+
+def page_picture(pdf: Path, page: int, width: int, height: int) -> Any:
+    """``page`` of ``pdf`` rendered ``width`` pixels wide, its top ``height`` pixels: a screen of a manual."""
+    document = pdfium.PdfDocument(str(pdf))
+    try:
+        loaded = document[page - 1]
+        bitmap = loaded.render(scale=width / loaded.get_width())
+        image = bitmap.to_pil().convert("RGB").crop((0, 0, width, height))
+        bitmap.close()
+        loaded.close()
+        return image
+    finally:
+        document.close()
+
+
+def write_scenes_video(path: Path, pdf: Path, minutes: float) -> None:
+    """640x360 H.264 at 25 frames/s: a rendered page a scene, each held 5 s while it scrolls 2 px a frame."""
+    pages = [page_picture(pdf, number, 640, 2000) for number in range(1, 13)]
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=25, options={"preset": "ultrafast"})
+        stream.width, stream.height = 640, 360
+        stream.pix_fmt = "yuv420p"
+        for number in range(round(minutes * 60 * 25)):
+            scene, into = divmod(number, 125)
+            shot = pages[scene % len(pages)].crop((0, 2 * into, 640, 2 * into + 360))
+            frame = av.VideoFrame.from_image(shot)  # type: ignore[no-untyped-call]
+            frame.pts = number
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+
+
+async def ocr_rows(service: ArtifactService, ids: dict[str, str], root: Path) -> dict[str, Any]:
+    """OCR of page 37 (first and cached), and the screenshot question in tokens: image against OCR text."""
+    from blobstore.tokens import estimate_image_tokens, estimate_text_tokens
+    from blobstore.views.text_views import text_view
+
+    await _forget_views(service)
+    views = MediaViews(service, spool=root / "ocr")
+    pdf = await views.open(CALLER, ids["pdf"])
+    first = await _timed(partial(views.page_ocr, pdf, 37))
+    cached = await _timed(partial(views.page_ocr, pdf, 37))
+    shot = await views.open(CALLER, ids["screenshot"])
+    read_started = time.perf_counter()
+    found = await text_view(views, shot)
+    read_ms = 1000 * (time.perf_counter() - read_started)
+    assert found is not None
+    server = create_server(service, caller_for=fixed_caller(CALLER))
+    async with Client(server) as client:
+        answer = await client.call_tool(
+            "read_artifact", {"uri": f"blobstore://artifacts/{ids['screenshot']}", "include_media": False}
+        )
+        positions = await client.call_tool(
+            "read_artifact", {"uri": f"blobstore://artifacts/{ids['screenshot']}", "ocr": True}
+        )
+    answer_text = sum(len(block.text) for block in answer.content if block.type == "text")
+    positions_text = sum(len(block.text) for block in positions.content if block.type == "text")
+    positions_json = json.dumps(positions.structured_content, ensure_ascii=False, separators=(",", ":"))
+    return {
+        "page_37_ocr_first_ms": 1000 * first,
+        "page_37_ocr_cached_ms": 1000 * cached,
+        "screenshot_ocr_ms": read_ms,
+        "screenshot": {
+            "image_tokens": estimate_image_tokens(1280, 800),
+            "ocr_text_tokens": estimate_text_tokens(found.text),
+            "ocr_answer_tokens": math.ceil(answer_text / BYTES_PER_TOKEN),
+            "ocr_true_answer_tokens": math.ceil(positions_text / BYTES_PER_TOKEN),
+            "ocr_true_positions_json_tokens": math.ceil(len(positions_json) / BYTES_PER_TOKEN),
+            "words": found.head,
+        },
+    }
+
+
+async def scene_rows(service: ArtifactService, video_id: str, minutes: float, root: Path) -> dict[str, Any]:
+    views = MediaViews(service, spool=root / "scenes")
+    video = await views.open(CALLER, video_id)
+    seconds = await _timed(partial(views.scenes, video, 8))
+    frames = await views.scenes(video, 8)
+    return {
+        "video_minutes": minutes,
+        "scenes_found": frames[0].meta["scenes"],
+        "scenes_made": math.ceil(minutes * 60 / 5),
+        "compared": frames[0].meta["compared"],
+        "seconds": seconds,
+        "seconds_per_minute": seconds / minutes,
+    }
+
+
 async def main(hours: float, runs: int, keep: bool) -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-views-"))
     try:
@@ -278,6 +377,11 @@ async def main(hours: float, runs: int, keep: bool) -> None:
         (media / "report.pdf").write_bytes(pdf_bytes(200))
         write_wav(media / "meeting.wav", hours)
         write_mp3(media / "meeting.mp3", hours)
+        installed = await anyio.Path(LIBTASN1).exists()
+        manual, manual_page = (LIBTASN1, 7) if installed else (media / "report.pdf", 37)
+        page_picture(manual, manual_page, 1280, 800).save(media / "screenshot.png")
+        scene_minutes = 2.0
+        write_scenes_video(media / "scenes.mp4", manual, scene_minutes)
         print(
             f"media made in {time.perf_counter() - made:.1f} s:",
             {p.name: p.stat().st_size for p in media.iterdir()},
@@ -288,11 +392,22 @@ async def main(hours: float, runs: int, keep: bool) -> None:
                 "pdf": await store(service, media / "report.pdf"),
                 "wav": await store(service, media / "meeting.wav"),
                 "mp3": await store(service, media / "meeting.mp3"),
+                "screenshot": await store(service, media / "screenshot.png"),
+                "video": await store(service, media / "scenes.mp4"),
             }
             tokens = await page_tokens(service, ids["pdf"], (media / "report.pdf").stat().st_size)
             times = await view_times(service, ids, runs, work / "views")
+            ocr = await ocr_rows(service, ids, work / "views")
+            scenes = await scene_rows(service, ids["video"], scene_minutes, work / "views")
         rss = await parallel_rss(settings, ids, work)
-        print(json.dumps({"page_37_tokens": tokens, "view_times": times, "parallel_16": rss}, indent=2))
+        report = {
+            "page_37_tokens": tokens,
+            "view_times": times,
+            "ocr": ocr,
+            "scene_cuts": scenes,
+            "parallel_16": rss,
+        }
+        print(json.dumps(report, indent=2))
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -15,7 +15,7 @@ from blobstore.config import Settings, load_settings
 def build_app(settings: Settings) -> FastAPI:
     from blobstore.api.app import create_app
     from blobstore.api.observe import configure_access_log
-    from mcp_resources.http import McpHttpExtension
+    from mcp_resources.transports.http import McpHttpExtension
 
     configure_access_log(settings.access_log_level)
     return create_app(settings, extensions=[McpHttpExtension(settings)])

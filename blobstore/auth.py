@@ -297,7 +297,9 @@ class Authenticator:
         if state != "active":
             self._refuse(record.id, "unauthorized", namespace=record.namespace)
             raise Unauthorized(f"bearer token is {state}")
-        return Caller(namespace=record.namespace, actor=record.id, scopes=record.scopes)
+        return Caller(
+            namespace=record.namespace, actor=record.id, scopes=record.scopes, expires_at=record.expires_at
+        )
 
     def _refuse(self, actor: str, result: str, *, namespace: str | None = None) -> None:
         self.audit.record(actor=actor, namespace=namespace, action="authenticate", result=result)

@@ -8,7 +8,8 @@ at once:
     replicas take with ``SKIP LOCKED``. Reads already answer "not found" from the moment of expiry; this only
     makes the rows go away and tells listeners (MCP subscribers) about it. Then delete the renditions (media
     views) past their expiry or whose source content no live artifact holds any more: their blobs are then
-    unreferenced, and the ``blobs`` step frees them like any other.
+    unreferenced, and the ``blobs`` step frees them like any other. Last, delete the console sessions that
+    have ended (they open nothing already).
 ``uploads``
     Completions whose process died (their completion lease ran out): back to ``open``. Upload sessions past
     their lease: move them to ``expired``, free their staging, drop the row; drop the rows of finished
@@ -180,11 +181,17 @@ class Cleanup:
             views, _ = await self.repo.renditions_due(now=now)
             if views:
                 result.add("views_removed", views)
+            sessions = await self.repo.count_ended_console_sessions(now=now)
+            if sessions:
+                result.add("console_sessions", sessions)
             return result
         await self._expire_artifacts(now, result)
         await self._remove_renditions(now, result)
         if self.view_cache_max_bytes is not None:
             await self._trim_renditions(self.view_cache_max_bytes, result)
+        sessions = await self.repo.remove_ended_console_sessions(now=now)
+        if sessions:
+            result.add("console_sessions", sessions)
         return result
 
     async def _expire_artifacts(self, now: datetime, result: StepResult) -> None:

@@ -23,6 +23,8 @@ GiB = 1024 * MiB
 
 ACCEL_PREFIX = re.compile(r"/(?:(?!\.\.?/)[A-Za-z0-9._~-]+/)+")
 """A URI path of one or more plain segments (no ``.`` or ``..``), starting and ending with ``/``."""
+OCR_LANGUAGES = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}(?:\+[A-Za-z][A-Za-z0-9_]{0,31}){0,7}")
+"""Tesseract language packs joined by ``+``: names only, never a path or an option."""
 
 
 def default_data_dir() -> Path:
@@ -50,7 +52,18 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8420, ge=0, le=65535)
     public_url: str | None = None
-    """Base URL clients reach the server at (for links in responses); default ``http://host:port``."""
+    """Base URL clients reach the server at (for links in responses); default ``http://host:port``. Its origin
+    is the server's own (the request guard, ``blobstore.api.request_guard``) and its host is one of the names
+    the server answers to."""
+    allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+    """Host names (the ``Host`` header, any port) the server answers to besides loopback names, the bind
+    address and the public URL's host; comma-separated in ``BLOBSTORE_ALLOWED_HOSTS``. ``.example.com`` also
+    matches every subdomain; ``*`` turns the check off, which opens a server without tokens to DNS rebinding
+    (``blobstore.web_origins``)."""
+    forwarded_allow_ips: Annotated[tuple[str, ...], NoDecode] = ("127.0.0.0/8", "::1")
+    """Peers (addresses or networks) whose ``X-Forwarded-Proto``, ``X-Forwarded-Host`` and ``X-Forwarded-For``
+    are believed; comma-separated in ``BLOBSTORE_FORWARDED_ALLOW_IPS``; ``*`` trusts every peer. Default:
+    loopback, where a reverse proxy on the same machine connects from."""
     insecure_no_auth: bool = False
     mcp_namespace: str = "default"
     auth_cache_seconds: float = Field(default=2.0, ge=0)
@@ -107,13 +120,32 @@ class Settings(BaseSettings):
     mcp_chunk_max: int = Field(default=2 * MiB, gt=0)
     image_long_edge: int = Field(default=1024, gt=0)
     proxy_max_argument_bytes: int = Field(default=20 * MiB, gt=0)
-    """The most bytes the artifact URIs of one tool call may bring into its arguments (``blobstore proxy``
-    and embedded tools, ``mcp_resources.handles``); a larger handle is refused naming this setting. It also
+    """The most bytes the artifact URIs of one tool call may bring into its arguments (``blobstore proxy`` and
+    embedded tools, ``mcp_resources.tools.handles``); a larger handle is refused naming this setting. It also
     caps a file an embedded tool's file parameter fetches from a ``download_url``."""
     file_download_origins: Annotated[tuple[str, ...], NoDecode] = ()
     """Origins (``scheme://host[:port]``) whose ``download_url`` an embedded tool's file parameter may fetch
     (``{download_url, file_id}``, ChatGPT's ``openai/fileParams``); comma-separated in
-    ``BLOBSTORE_FILE_DOWNLOAD_ORIGINS``. Empty: such objects are refused."""
+    ``BLOBSTORE_FILE_DOWNLOAD_ORIGINS``. Empty: such objects are refused. The same origins bound the
+    ``https://`` URLs (and ``http://`` ones, where such an origin is listed) a file parameter takes as a
+    string, and every redirect of either."""
+    file_download_networks: Annotated[tuple[str, ...], NoDecode] = ()
+    """Networks (CIDR, comma-separated) a file download may reach although they are not public: loopback,
+    private, link-local and cloud metadata addresses are refused otherwise, whatever the origin's name
+    resolves to."""
+    file_download_max_redirects: int = Field(default=3, ge=0, le=10)
+    """Redirects a file download follows, each hop's origin and address checked again."""
+    file_download_timeout_seconds: float = Field(default=30.0, gt=0)
+    """The longest a file download may take, from resolving its name to its last byte."""
+
+    # Typed media arguments of embedded tools (docs/mcp.md, "Typed media").
+    media_max_bytes: int = Field(default=100 * MiB, gt=0)
+    """The most bytes a typed media argument (``Image``, ``Audio``, ``Video``, ``Document``) may have unless
+    its annotation says otherwise (``MediaLimits(max_bytes=...)``)."""
+    media_max_pixels: int | None = Field(default=None, gt=0)
+    """The most pixels a typed image or video argument may have unless its annotation says otherwise."""
+    media_max_seconds: float | None = Field(default=None, gt=0)
+    """The longest a typed audio or video argument may be unless its annotation says otherwise."""
 
     # Media views (docs/views.md).
     view_max_pages: int = Field(default=10, ge=1, le=100)
@@ -131,10 +163,17 @@ class Settings(BaseSettings):
     the oldest until they fit (a blob two views share counts twice). None: views live as long as their
     sources."""
 
+    ocr_languages: str = "eng"
+    """The Tesseract language packs OCR reads with, joined by ``+`` (``eng+chi_sim``): each is Debian's
+    ``tesseract-ocr-<lang>`` package. A pack that is not installed makes OCR ``unsupported_media``, saying
+    so."""
+    ocr_min_confidence: float = Field(default=0.9, ge=0, le=1)
+    """A word OCR read with a lower confidence (0-1) is marked ``[?word]`` in the text, and counted."""
+
     mcp_files_capability: Literal["off", "experimental"] = "off"
     """``experimental``: the MCP server advertises SEP-2631's ``files`` capability (under ``experimental``)
     and answers ``files/authorizeUpload`` and ``files/authorizeDownload``
-    (``mcp_resources.files_capability``)."""
+    (``mcp_resources.tools.files_capability``)."""
 
     proxy_max_message_bytes: int = Field(default=1 * GiB, gt=0)
     """The longest message ``blobstore proxy`` reads from its upstream; a longer one is refused (its call gets
@@ -157,9 +196,13 @@ class Settings(BaseSettings):
     """Serve the web console at ``/console`` (``blobstore.api.console``); default: on when the server binds
     loopback only (where local mode applies), off otherwise until enabled."""
     link_key: str | None = Field(default=None, min_length=32, repr=False)
-    """Key of the signed share links (HMAC-SHA256; ``blobstore.signed_links``); default: a random key kept in
-    ``data_dir/link-signing.key``. Replicas share links only when they share the key; changing it revokes
-    every link signed with the old one."""
+    """Key of the signed share links and upload targets (HMAC-SHA256; ``blobstore.signed_links``); default: a
+    random key made once and kept in the metadata database, which every replica of it shares
+    (``blobstore.link_keys``). Changing it revokes every link signed with the old one."""
+    console_session_idle_seconds: int = Field(default=30 * 60, ge=60)
+    """A console session not used for this long ends (``blobstore.console_sessions``)."""
+    console_session_seconds: int = Field(default=12 * 3600, ge=60)
+    """A console session ends this long after its login however it is used (or when its token expires)."""
 
     # Observability.
     metrics: bool = False
@@ -201,6 +244,13 @@ class Settings(BaseSettings):
             raise ValueError("must be a path that starts and ends with '/', e.g. /_blobstore/")
         return value
 
+    @field_validator("ocr_languages")
+    @classmethod
+    def _check_ocr_languages(cls, value: str) -> str:
+        if OCR_LANGUAGES.fullmatch(value) is None:
+            raise ValueError("must be Tesseract language pack names joined by '+', e.g. eng or eng+chi_sim")
+        return value
+
     @field_validator("log_level")
     @classmethod
     def _check_log_level(cls, value: str) -> str:
@@ -221,6 +271,66 @@ class Settings(BaseSettings):
                     origins.append(origin)
         return tuple(origins)
 
+    @field_validator("public_url")
+    @classmethod
+    def _check_public_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme.lower() not in _DEFAULT_PORTS or not parts.hostname or "@" in parts.netloc:
+            raise ValueError("must be http(s)://host[:port][/path]")
+        try:
+            parts.port  # noqa: B018 - a port past 65535 raises here
+        except ValueError:
+            raise ValueError("must be http(s)://host[:port][/path]") from None
+        return value
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _check_allowed_hosts(cls, value: Any) -> tuple[str, ...]:
+        items = value.split(",") if isinstance(value, str) else list(value or ())
+        hosts: list[str] = []
+        for item in items:
+            text = str(item).strip().lower()
+            if not text:
+                continue
+            if text != "*" and not _HOST_NAME.fullmatch(text.removeprefix(".").strip("[]")):
+                raise ValueError(f"each entry must be a host name, an address, .domain or *, got {text!r}")
+            if text not in hosts:
+                hosts.append(text)
+        return tuple(hosts)
+
+    @field_validator("forwarded_allow_ips", mode="before")
+    @classmethod
+    def _check_forwarded_allow_ips(cls, value: Any) -> tuple[str, ...]:
+        items = value.split(",") if isinstance(value, str) else list(value or ())
+        peers: list[str] = []
+        for item in items:
+            text = str(item).strip()
+            if not text:
+                continue
+            if text != "*":
+                try:
+                    text = str(ipaddress.ip_network(text, strict=False))
+                except ValueError:
+                    raise ValueError(f"each entry must be an address, a network or *, got {text!r}") from None
+            if text not in peers:
+                peers.append(text)
+        return tuple(peers)
+
+    @field_validator("file_download_networks", mode="before")
+    @classmethod
+    def _check_networks(cls, value: Any) -> tuple[str, ...]:
+        items = value.split(",") if isinstance(value, str) else list(value or ())
+        networks: list[str] = []
+        for item in items:
+            text = str(item).strip()
+            if text:
+                network = str(ipaddress.ip_network(text, strict=False))
+                if network not in networks:
+                    networks.append(network)
+        return tuple(networks)
+
     @field_validator("access_log_level")
     @classmethod
     def _check_access_log_level(cls, value: str) -> str:
@@ -236,6 +346,8 @@ class Settings(BaseSettings):
             )
         if self.default_ttl_seconds > self.max_ttl_seconds:
             raise ValueError("default_ttl_seconds must not exceed max_ttl_seconds")
+        if self.console_session_idle_seconds > self.console_session_seconds:
+            raise ValueError("console_session_idle_seconds must not exceed console_session_seconds")
         return self
 
     @property
@@ -287,6 +399,8 @@ class Settings(BaseSettings):
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_HOST_NAME = re.compile(r"[a-z0-9](?:[a-z0-9._:-]*[a-z0-9])?")
+"""A DNS name or an IPv4/IPv6 address as it appears in ``Host`` (IPv6 without its brackets), lower-case."""
 
 
 def normalize_origin(text: str) -> str:

@@ -31,7 +31,9 @@ Hierarchy::
     ├── Unauthorized              unauthorized
     ├── Forbidden                 forbidden             (missing scope; never used for foreign namespaces)
     │   ├── CsrfRejected          forbidden             (a console change without its CSRF token)
-    │   └── LinkRefused           forbidden             (a signed link expired, tampered with or revoked)
+    │   ├── LinkRefused           forbidden             (a signed link expired, tampered with or revoked)
+    │   └── CrossOriginRefused    cross_origin_refused  (a change sent by a page of another origin)
+    ├── HostNotAllowed            host_not_allowed      (a Host header that names none of the server's names)
     ├── RequestTimeout            request_timeout       (a request body stalled)
     ├── StorageFull               storage_full          (ENOSPC, EDQUOT)
     ├── StorageUnavailable        storage_unavailable   (I/O error, backend down)
@@ -179,11 +181,26 @@ class Forbidden(BlobstoreError):
 
 
 class CsrfRejected(Forbidden):
-    default_message = "the request lacks the console's CSRF token, or comes from another site"
+    default_message = "the request lacks the console's CSRF token"
 
 
 class LinkRefused(Forbidden):
     default_message = "the link has expired or is not valid"
+
+
+class CrossOriginRefused(Forbidden):
+    """A state-changing request that a browser says a page of another origin sent (``Origin``, else
+    ``Sec-Fetch-Site``), from none of the server's own origins or ``BLOBSTORE_CORS_ORIGINS``."""
+
+    code = "cross_origin_refused"
+    default_message = "a page of another origin may not change anything here"
+
+
+class HostNotAllowed(BlobstoreError):
+    """The ``Host`` header names none of the names this server answers to (DNS-rebinding protection)."""
+
+    code = "host_not_allowed"
+    default_message = "this server does not answer to that host name"
 
 
 class RequestTimeout(BlobstoreError):

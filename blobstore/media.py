@@ -2,8 +2,8 @@
 
 A declared MIME type is kept unless the bytes contradict it: a file that claims ``image/png`` but is not one
 is stored as what it is (sniffed type, or ``application/octet-stream``) with no image facts. Probing never
-raises:
-whatever Pillow or the WAV parser reject simply yields no facts.
+raises: whatever Pillow or the WAV parser reject simply yields no facts. A PNG is read as browsers read it
+(:func:`~blobstore.png_repair.checked_png`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import struct
 import warnings
 from collections.abc import Mapping
 from typing import Any
+
+from blobstore.png_repair import checked_png
 
 PROBE_BYTES = 256 * 1024
 """How much of the head is read to sniff the type and the media facts."""
@@ -32,6 +34,15 @@ _MAGIC: list[tuple[bytes, int, str]] = [
 ]
 _MIME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9!#$&^_.+-]{0,126}/[a-zA-Z0-9][a-zA-Z0-9!#$&^_.+-]{0,126}$")
 _FAMILY_CHECKED = ("image/", "audio/", "application/pdf")
+
+
+_EXTENSIONS = {"audio/wav": ".wav", "audio/wave": ".wav", "audio/webm": ".weba"}
+"""Audio types MCP servers send that the stdlib's table lacks (it knows only ``audio/x-wav``)."""
+
+
+def file_extension(mime: str) -> str:
+    """The file name extension for a MIME type (``.png``), ``.bin`` for one nobody knows."""
+    return mimetypes.guess_extension(mime) or _EXTENSIONS.get(mime) or ".bin"
 
 
 def is_valid_mime(value: str) -> bool:
@@ -98,7 +109,7 @@ def _image_facts(head: bytes) -> dict[str, Any]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            with Image.open(io.BytesIO(head)) as image:
+            with Image.open(checked_png(io.BytesIO(head))) as image:
                 width, height = image.size
                 return {"width": width, "height": height, "format": (image.format or "").lower()}
     except Exception:

@@ -311,11 +311,29 @@ class Page(Generic[T]):
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """Who is asking: the namespace every query is scoped to, an actor id for the audit log, its scopes."""
+    """Who is asking: the namespace every query is scoped to, an actor id for the audit log, its scopes, and
+    when its authority ends (a token's expiry; None: never, or not a token)."""
 
     namespace: str
     actor: str = "local"
     scopes: frozenset[Scope] = frozenset({Scope.READ, Scope.WRITE, Scope.ADMIN})
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsoleSessionRecord:
+    """A console login as the metadata database keeps it: the SHA-256 of its id (the cookie's value, which is
+    stored nowhere), the token it acts as (None: local mode) with that token's row, its CSRF token, when it
+    ends without use (``idle_until``) and at the latest (``expires_at``), and the outcome of its last change
+    waiting for the page the change redirected to (``flash``)."""
+
+    id_hash: str
+    token: TokenRecord | None
+    csrf: str
+    created_at: datetime
+    idle_until: datetime
+    expires_at: datetime
+    flash: dict[str, Any] | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
 """Small private files written atomically: a JSON header line, then the bytes (directories 0700, files 0600).
 
-What a local cache of derived products keeps (:class:`mcp_resources.renditions.DirectoryRenditionStore`).
+What a local cache of derived products keeps
+(:class:`mcp_resources.results.renditions.DirectoryRenditionStore`).
 """
 
 from __future__ import annotations

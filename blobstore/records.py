@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from blobstore.models import (
     Artifact,
@@ -19,6 +19,7 @@ from blobstore.models import (
     ChunkRecord,
     CommitResult,
     CompletionClaim,
+    ConsoleSessionRecord,
     NewArtifact,
     NewRendition,
     Rendition,
@@ -185,6 +186,10 @@ class CleanupRecords(FreeingRecords, ChunkRecords, UploadTransitions, StorageKey
 
     async def drop_blob(self, blob_id: int) -> bool: ...
 
+    async def remove_ended_console_sessions(self, *, now: datetime) -> int: ...
+
+    async def count_ended_console_sessions(self, *, now: datetime) -> int: ...
+
 
 class TokenLookup(Protocol):
     """Bearer tokens as the authenticator reads them (:class:`~blobstore.auth.Authenticator`)."""
@@ -192,6 +197,45 @@ class TokenLookup(Protocol):
     async def count_tokens(self, *, now: datetime | None = None) -> int: ...
 
     async def find_token(self, secret_hash: str) -> TokenRecord | None: ...
+
+
+class TokenRecords(TokenLookup, Protocol):
+    """Tokens by id too: a share link names the token that minted it (:mod:`blobstore.share_links`)."""
+
+    async def get_token(self, token_id: str) -> TokenRecord | None: ...
+
+
+class ConsoleSessionRecords(Protocol):
+    """Console sessions (:class:`~blobstore.console_sessions.ConsoleSessions`)."""
+
+    async def insert_console_session(
+        self,
+        *,
+        id_hash: str,
+        token_id: str | None,
+        csrf: str,
+        created_at: datetime,
+        idle_until: datetime,
+        expires_at: datetime,
+    ) -> None: ...
+
+    async def find_console_session(self, id_hash: str) -> ConsoleSessionRecord | None: ...
+
+    async def touch_console_session(self, id_hash: str, *, idle_until: datetime) -> None: ...
+
+    async def set_console_flash(self, id_hash: str, flash: dict[str, Any] | None) -> None: ...
+
+    async def delete_console_session(self, id_hash: str) -> bool: ...
+
+
+class SigningKeyRecords(Protocol):
+    """Keys the replicas agree on (:class:`~blobstore.link_keys.LinkKeys`)."""
+
+    async def signing_key(self, purpose: str) -> str | None: ...
+
+    async def ensure_signing_key(self, purpose: str, secret: str, *, now: datetime) -> str: ...
+
+    async def replace_signing_key(self, purpose: str, secret: str, *, now: datetime) -> None: ...
 
 
 class TokenStore(Protocol):

@@ -20,15 +20,18 @@ from blobstore.auth import Authenticator
 from blobstore.cleanup import CleanupParts, periodic_cleanup
 from blobstore.completion_leases import CompletionLeases
 from blobstore.config import Settings
+from blobstore.console_sessions import ConsoleSessions
 from blobstore.datadir import DataDirLock
 from blobstore.diskspace import RESERVE_FILE_NAME, SpaceReserve
 from blobstore.errors import DatabaseNotMigrated
 from blobstore.events import ArtifactEvents
+from blobstore.link_keys import LinkKeys
 from blobstore.metadata.engine import sqlite_file
 from blobstore.metadata.migrate import HEAD_REVISION, current_revision_async, upgrade_async
 from blobstore.metadata.repository import MetadataRepository
 from blobstore.publishing import Publisher
 from blobstore.service import ArtifactService
+from blobstore.share_links import ShareLinks
 from blobstore.storage import BlobStore, open_blob_store
 from blobstore.store_clock import StoreClock
 from blobstore.tus_uploads import TusUploads
@@ -48,6 +51,8 @@ class Runtime:
     """One per running store: requests for one upload share its lock."""
     authenticator: Authenticator
     cleanup: CleanupParts
+    console_sessions: ConsoleSessions
+    """The web console's logins, kept in the metadata database (every replica shares them)."""
 
     @property
     def repo(self) -> MetadataRepository:
@@ -71,10 +76,11 @@ def build_service(
     clock: StoreClock | None = None,
     sole_server: bool = False,
 ) -> ArtifactService:
-    """The service over open stores, with the publisher, the upload manager and its completion leases it
-    uses, all on one clock (a new :class:`StoreClock` unless given)."""
+    """The service over open stores, with the publisher, the upload manager and its completion leases, and the
+    share links it uses, all on one clock (a new :class:`StoreClock` unless given)."""
     audit = audit or AuditLog()
     clock = clock or StoreClock()
+    keys = LinkKeys(repo, configured=settings.link_key, data_dir=settings.data_dir, clock=clock)
     events = ArtifactEvents()
     publisher = Publisher(settings=settings, blobs=blobs, repo=repo, audit=audit, events=events, clock=clock)
     leases = CompletionLeases(
@@ -102,6 +108,7 @@ def build_service(
         audit=audit,
         events=events,
         clock=clock,
+        share_links=ShareLinks(keys, repo, clock),
     )
 
 
@@ -123,16 +130,24 @@ def compose(service: ArtifactService) -> Runtime:
     them, on the service's clock."""
     # Uploads of PDFs, audio and video get the facts only a decoder finds (page count, measured duration).
     service.publisher.media_prober = views_for(service).probe_blob
+    authenticator = Authenticator.for_settings(
+        service.settings, service.repo, audit=service.audit, clock=service.clock
+    )
     return Runtime(
         settings=service.settings,
         service=service,
         tus=TusUploads(
             settings=service.settings, uploads=service.uploads, repo=service.repo, clock=service.clock
         ),
-        authenticator=Authenticator.for_settings(
-            service.settings, service.repo, audit=service.audit, clock=service.clock
-        ),
+        authenticator=authenticator,
         cleanup=cleanup_parts(service),
+        console_sessions=ConsoleSessions(
+            service.repo,
+            authenticator,
+            idle_seconds=service.settings.console_session_idle_seconds,
+            absolute_seconds=service.settings.console_session_seconds,
+            clock=service.clock,
+        ),
     )
 
 
@@ -164,16 +179,17 @@ def open_audit_log(settings: Settings, reserve: SpaceReserve | None = None) -> A
     return AuditLog(path)
 
 
-async def prepare_to_serve(settings: Settings) -> None:
+async def prepare_to_serve(settings: Settings) -> str | None:
     """What ``blobstore serve`` does before it listens: the data directory, the schema, the storage.
 
     Pending migrations are applied on every database (replicas starting together are serialized by the
     migration's lock). The storage is probed: on S3 the bucket must exist and be writable, and what the
     endpoint supports is found out; a failure is ``StorageUnavailable`` naming the bucket and endpoint.
+    Returns what the probe found, in words (:func:`probe_storage`).
     """
     prepare_data_dir(settings)
     await upgrade_async(settings.resolved_database_url)
-    await probe_storage(settings)
+    return await probe_storage(settings)
 
 
 def blob_store_for(settings: Settings) -> BlobStore:
@@ -189,13 +205,13 @@ def blob_store_for(settings: Settings) -> BlobStore:
     )
 
 
-async def probe_storage(settings: Settings) -> None:
-    """Open the configured storage and run its start-up probe, where the backend has one (S3)."""
+async def probe_storage(settings: Settings) -> str | None:
+    """Open the configured storage and run its start-up probe, where the backend has one (S3); what it found
+    in words (``S3 bucket s3://media/blobs at http://minio:9000: conditional writes yes, …``), or None."""
     blobs = blob_store_for(settings)
     try:
         probe = getattr(blobs, "probe", None)
-        if probe is not None:
-            await probe()
+        return None if probe is None else str(await probe())
     finally:
         await blobs.close()
 

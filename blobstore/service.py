@@ -32,6 +32,7 @@ from blobstore.models import UNSET, Artifact, BlobInfo, BlobRecord, Caller, Page
 from blobstore.nowait import WouldBlock
 from blobstore.publishing import Publisher
 from blobstore.ranges import Window, window
+from blobstore.share_links import ShareLinks
 from blobstore.storage.base import (
     BlobStore,
     SupportsBlockingRead,
@@ -105,6 +106,7 @@ class ArtifactService:
         audit: AuditLog,
         events: ArtifactEvents,
         clock: StoreClock,
+        share_links: ShareLinks,
     ) -> None:
         self.settings = settings
         self.blobs = blobs
@@ -120,6 +122,9 @@ class ArtifactService:
         self.audit = audit
         self.events = events
         self._clock = clock
+        # Minted by the console and the MCP edge (files/authorizeDownload, the proxy's URL arguments), checked
+        # by the share route; its key signs upload targets too.
+        self.share_links = share_links
         # Each one-call range read holds a thread and up to a window's worth of blocks: bound both.
         self._read_limiter = anyio.CapacityLimiter(_READ_THREADS)
         self._blocking_checked: object = None

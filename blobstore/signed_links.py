@@ -1,20 +1,24 @@
-"""Signed links: a path and an expiry signed with HMAC-SHA256 under a server key.
+"""Signed links: a path and an expiry (and, for a share link, who minted it) signed with HMAC-SHA256 under a
+server key.
 
 Whoever holds a signed link may use that one path until the expiry, without a token: the share links of the
-web console are ``/share/…`` paths signed here, and signed upload or download targets can be made the same
-way. The signature covers the exact path and the expiry (seconds since 1970, UTC), so neither can be changed;
-changing the key (:func:`rotate_key`, or another ``BLOBSTORE_LINK_KEY``) revokes every link signed before.
+web console are ``/share/…`` paths signed here, and signed upload or download targets are made the same way.
+The signature covers the exact path, the expiry (seconds since 1970, UTC) and the minter (``by``: the id of
+the token that made the link, never its secret), so none of them can be changed; changing the key revokes
+every link signed before.
 
-The key is the setting ``BLOBSTORE_LINK_KEY`` when given (replicas that share links must share it), else 32
-random bytes kept in ``link-signing.key`` in the data directory (mode 0600), made on first use.
+The key is the setting ``BLOBSTORE_LINK_KEY`` when given, else 32 random bytes kept in the metadata database,
+so that every replica of it agrees (:mod:`blobstore.link_keys`). A data directory of an earlier version may
+hold ``link-signing.key``: the first server to store a key in the database takes that one
+(:func:`read_key_file`), so links made before keep working.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
-import os
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,10 +40,16 @@ class SignedLink:
     expires: int
     """Seconds since 1970 (UTC) after which the link is refused."""
     signature: str
+    minter: str | None = None
+    """Who made it (``by`` in the query), when the link says: the minting token's id, or an actor name."""
 
     @property
     def query(self) -> str:
-        return urlencode({"expires": self.expires, "sig": self.signature})
+        fields: dict[str, str | int] = {"expires": self.expires}
+        if self.minter is not None:
+            fields["by"] = self.minter
+        fields["sig"] = self.signature
+        return urlencode(fields)
 
     @property
     def target(self) -> str:
@@ -58,6 +68,17 @@ def _check_path(path: str) -> str:
     return path
 
 
+def _message(path: str, moment: int, minter: str | None) -> str:
+    # A link without a minter signs what links signed before minters existed; one with signs a third line, so
+    # that neither can be passed off as the other.
+    text = f"{_check_path(path)}\n{moment}"
+    if minter is None:
+        return text
+    if not minter or any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in minter):
+        raise InvalidRequest("a link's minter holds no spaces or control characters")
+    return f"{text}\n{minter}"
+
+
 class LinkSigner:
     """Signs and verifies ``(path, expiry)`` pairs under one key."""
 
@@ -70,19 +91,28 @@ class LinkSigner:
         digest = hmac.new(self._key, message.encode("utf-8"), hashlib.sha256).digest()
         return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
-    def sign(self, path: str, expires: datetime | int) -> SignedLink:
+    def sign(self, path: str, expires: datetime | int, *, minter: str | None = None) -> SignedLink:
         moment = int(expires.timestamp()) if isinstance(expires, datetime) else int(expires)
-        return SignedLink(_check_path(path), moment, self._mac(f"{_check_path(path)}\n{moment}"))
+        return SignedLink(path, moment, self._mac(_message(path, moment, minter)), minter)
 
-    def verify(self, path: str, expires: str | int | None, signature: str | None, *, now: datetime) -> int:
-        """The expiry of a valid link for ``path``; ``LinkRefused`` when it is expired, altered or signed
-        under another key (one answer for all three: the holder of a bad link learns nothing more)."""
+    def verify(
+        self,
+        path: str,
+        expires: str | int | None,
+        signature: str | None,
+        *,
+        now: datetime,
+        minter: str | None = None,
+    ) -> int:
+        """The expiry of a valid link for ``path`` (minted by ``minter``, when the link names one);
+        ``LinkRefused`` when it is expired, altered or signed under another key (one answer for all three:
+        the holder of a bad link learns nothing more)."""
         text = str(expires) if expires is not None else ""
         if not text.isdigit() or len(text) > 12 or signature is None or len(signature) != _SIGNATURE_LENGTH:
             raise LinkRefused()
         moment = int(text)
         try:
-            expected = self._mac(f"{_check_path(path)}\n{moment}")
+            expected = self._mac(_message(path, moment, minter))
         except InvalidRequest:
             raise LinkRefused() from None
         # Bytes: compare_digest refuses a str with non-ASCII characters, and a link may hold anything.
@@ -92,40 +122,28 @@ class LinkSigner:
             raise LinkRefused("the link has expired")
         return moment
 
-    def derive(self, purpose: str) -> bytes:
-        """A key for another purpose (e.g. the console's CSRF tokens), independent of the link signatures."""
-        return hmac.new(self._key, f"derive:{purpose}".encode(), hashlib.sha256).digest()
+
+def new_key() -> bytes:
+    return secrets.token_bytes(KEY_BYTES)
 
 
-def _write_key(path: Path, key: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(base64.urlsafe_b64encode(key))
-        out.flush()
-        os.fsync(out.fileno())
-    # Replaced at once: a server reading the file meanwhile sees the old key or the new one, never half.
-    temporary.replace(path)
+def key_text(key: bytes) -> str:
+    """A key as the metadata database keeps it (URL-safe base64, as the key file did)."""
+    return base64.urlsafe_b64encode(key).decode("ascii")
 
 
-def load_key(data_dir: Path, configured: str | None = None) -> bytes:
-    """The link key: ``configured`` (the setting) when given, else the data directory's key file (made on
-    first use). Blocking: file I/O."""
-    if configured is not None:
-        return configured.encode("utf-8")
-    path = data_dir / KEY_FILE_NAME
+def key_from_text(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text.strip().encode("ascii"))
+
+
+def read_key_file(data_dir: Path) -> bytes | None:
+    """The key an earlier version kept in ``data_dir/link-signing.key``, if it is usable. Blocking."""
     try:
-        text = path.read_bytes().strip()
-    except FileNotFoundError:
-        key = secrets.token_bytes(KEY_BYTES)
-        _write_key(path, key)
-        return key
-    return base64.urlsafe_b64decode(text)
-
-
-def rotate_key(data_dir: Path) -> bytes:
-    """A new key in the data directory's key file: every link signed under the old one is refused."""
-    key = secrets.token_bytes(KEY_BYTES)
-    _write_key(data_dir / KEY_FILE_NAME, key)
-    return key
+        text = (data_dir / KEY_FILE_NAME).read_text(encoding="ascii")
+    except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
+        return None
+    try:
+        key = key_from_text(text)
+    except (binascii.Error, ValueError):
+        return None
+    return key if len(key) >= 16 else None

@@ -1,5 +1,5 @@
 """Signed upload targets: a tus ``PATCH`` that whoever holds the link may send, without a token, until it
-expires (the ``files/authorizeUpload`` answer of SEP-2631, ``mcp_resources.files_capability``).
+expires (the ``files/authorizeUpload`` answer of SEP-2631, ``mcp_resources.tools.files_capability``).
 
 The link is the upload's tus URL with ``ns`` (its namespace), ``expires`` and ``sig`` in the query; the
 signature (:mod:`blobstore.signed_links`, the key the console's share links use) covers
@@ -9,14 +9,12 @@ changed. The HTTP edge verifies it (``blobstore.api.routes.tus``), the MCP edge 
 
 from __future__ import annotations
 
-import threading
 from datetime import datetime
-from pathlib import Path
 from typing import Final
 from urllib.parse import urlencode
 
 from blobstore.models import Caller, Scope
-from blobstore.signed_links import LinkSigner, load_key
+from blobstore.signed_links import LinkSigner
 
 TUS_PREFIX: Final = "/tus"
 LINK_ACTOR: Final = "link"
@@ -40,25 +38,4 @@ def link_caller(namespace: str) -> Caller:
     return Caller(namespace=namespace, actor=LINK_ACTOR, scopes=UPLOAD_SCOPES)
 
 
-class Signers:
-    """The link signer of one data directory, its key loaded once (blocking: call from a worker thread)."""
-
-    def __init__(self, data_dir: Path, configured: str | None) -> None:
-        self.data_dir = data_dir
-        self.configured = configured
-        self._signer: LinkSigner | None = None
-        # Two first uses at once must not each make a key file: the second would replace the first's.
-        self._lock = threading.Lock()
-
-    @property
-    def loaded(self) -> LinkSigner | None:
-        return self._signer
-
-    def load(self) -> LinkSigner:
-        with self._lock:
-            if self._signer is None:
-                self._signer = LinkSigner(load_key(self.data_dir, self.configured))
-            return self._signer
-
-
-__all__ = ["TUS_PREFIX", "Signers", "link_caller", "signed_message", "upload_target"]
+__all__ = ["TUS_PREFIX", "link_caller", "signed_message", "upload_target"]

@@ -1,11 +1,13 @@
 """An MCP tool server whose tool takes a file: ``checksum_image(image)`` returns the SHA-256, size and pixel
 size of the image it was given.
 
-``image`` is a file parameter (:class:`~mcp_resources.file_params.FileInput`), so a caller passes it in any of
+``image`` is a file parameter (:class:`~mcp_resources.embed.FileInput`), so a caller passes it in any of
 the forms the store knows: an artifact URI (``blobstore://artifacts/{id}``, e.g. the ``resource_link`` of an
 earlier tool's screenshot), a ``data:`` URL, inline base64, ``{"upload_id": …}`` of an upload committed with
-the upload tools this server also offers, or ``{"download_url": …, "file_id": …}`` from ChatGPT, fetched only
-from the origins ``BLOBSTORE_FILE_DOWNLOAD_ORIGINS`` lists. The tool reads it as a stream and as a file.
+the upload tools this server also offers, an ``https://`` URL, or ``{"download_url": …, "file_id": …}`` from
+ChatGPT, both fetched only from the origins ``BLOBSTORE_FILE_DOWNLOAD_ORIGINS`` lists (and only from public
+addresses unless ``BLOBSTORE_FILE_DOWNLOAD_NETWORKS`` says otherwise). The tool reads it as a stream and as a
+file.
 
 Run it as a stdio server (host config: command ``python``, args ``["examples/file_tool_server.py"]``), or over
 streamable HTTP with ``--http 127.0.0.1:8421`` (endpoint ``http://127.0.0.1:8421/mcp``). It uses the store the
@@ -29,8 +31,7 @@ from blobstore.config import load_settings
 from blobstore.models import Caller
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
-from mcp_resources.embed import embed_store
-from mcp_resources.file_params import FileInput
+from mcp_resources.embed import FileInput, embed_store
 
 
 class Checksum(BaseModel):

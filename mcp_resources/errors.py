@@ -49,6 +49,9 @@ JSONRPC_CODES: Final[dict[str, int]] = {
     "too_many_ranges": INVALID_PARAMS,
     "unauthorized": INVALID_REQUEST,
     "forbidden": INVALID_REQUEST,
+    # Answered over HTTP before any JSON-RPC is read (blobstore.api.request_guard); mapped for completeness.
+    "cross_origin_refused": INVALID_REQUEST,
+    "host_not_allowed": INVALID_REQUEST,
     "request_timeout": INVALID_REQUEST,
     "storage_full": INTERNAL_ERROR,
     "storage_unavailable": INTERNAL_ERROR,

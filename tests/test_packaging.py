@@ -66,3 +66,8 @@ def test_the_wheel_holds_the_code_and_the_migrations(tmp_path: Path) -> None:
     assert any(name.startswith("blobstore/migrations/versions/0001") for name in migrations)
     assert expected | migrations <= names
     assert {"blobstore/py.typed", "mcp_resources/py.typed"} <= names
+    swagger = {
+        f"blobstore/api/swagger/{name}"
+        for name in ("swagger-ui-bundle.js", "swagger-ui.css", "start.js", "LICENSE", "NOTICE", "VERSION.md")
+    }
+    assert swagger <= names  # /docs works from an installed wheel, offline

@@ -18,6 +18,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from blobstore import __version__
+from blobstore.api.api_docs import install_docs
 from blobstore.api.console import ConsoleBridge, ConsoleHeaders, install_console
 from blobstore.api.cors import Cors
 from blobstore.api.deps import STATE_KEY, AppState
@@ -25,6 +26,7 @@ from blobstore.api.errors import install_error_handlers
 from blobstore.api.guard import MULTIPART_ALLOWANCE, BodyGuard, MessageGuard
 from blobstore.api.observe import Observe
 from blobstore.api.openapi import install_openapi
+from blobstore.api.request_guard import RequestGuard
 from blobstore.api.routes import artifacts, health, metrics, tus, uploads, views
 from blobstore.config import Settings
 from blobstore.runtime import Runtime, compose, serve
@@ -74,13 +76,15 @@ def create_app(
         summary="Chunked binary transfer and content-addressed resource store for MCP",
         lifespan=lifespan,
         openapi_url="/openapi.json",
-        docs_url="/docs",
+        # Served from the package's own files (blobstore.api.api_docs), not FastAPI's CDN page.
+        docs_url=None,
         redoc_url=None,
         # A path with an extra trailing slash is an unknown path (404), not a redirect to another URL.
         redirect_slashes=False,
     )
     install_error_handlers(app)
     install_openapi(app, settings)
+    install_docs(app)
     body_cap = settings.max_artifact_size + MULTIPART_ALLOWANCE
     # Innermost: GET and HEAD of the content skip the exception middleware, the router and FastAPI's request
     # machinery, and nothing else does.
@@ -96,8 +100,12 @@ def create_app(
         window=settings.min_body_rate_window_seconds,
     )
     app.add_middleware(MessageGuard)  # a malformed message never reaches the body guard
+    # Every route, /mcp included: a foreign Host or a change sent by a page of another origin goes no further.
+    app.add_middleware(
+        RequestGuard, settings=settings, every_method_paths=[extension.path for extension in extensions]
+    )
     if settings.cors_origins:
-        # Outside the guards, so that their refusals (400, 413, 408) reach the page too.
+        # Outside the guards, so that their refusals (400, 413, 408, 421, 403) reach the page too.
         app.add_middleware(Cors, origins=settings.cors_origins)
     # Outermost: ids, metrics and the access line cover every answer, the body guard's refusals included.
     app.add_middleware(Observe, routes=app.router.routes, access_log_level=settings.access_log_level)

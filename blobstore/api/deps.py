@@ -23,6 +23,9 @@ from blobstore.runtime import Runtime
 from blobstore.service import ArtifactService
 
 STATE_KEY = "blobstore"
+SESSION_CALLER = "blobstore.console_caller"
+"""The ASGI scope key under which the console's bridge hands its session's caller to the API routes (set by
+the server alone: nothing a client sends reaches the scope's keys)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +66,11 @@ async def get_settings(request: Request) -> Settings:
 
 
 async def authenticate(request: Request) -> Caller:
-    """Who is asking, from the bearer token (or local mode); ``unauthorized`` otherwise. No scope checked."""
+    """Who is asking, from the bearer token (or local mode), or the console session the bridge found;
+    ``unauthorized`` otherwise. No scope checked."""
+    bridged = request.scope.get(SESSION_CALLER)
+    if isinstance(bridged, Caller):
+        return bridged
     authenticator = app_state(request.app).runtime.authenticator
     client = request.client.host if request.client else None
     return await authenticator.authenticate(request.headers.get("authorization"), client_host=client)

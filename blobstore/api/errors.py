@@ -59,6 +59,10 @@ STATUS_BY_CODE: Final[Mapping[str, int]] = {
     "too_many_uploads": 429,
     "unauthorized": 401,
     "forbidden": 403,
+    "cross_origin_refused": 403,
+    # RFC 9110 §15.5.20: "The 421 (Misdirected Request) status code indicates that the request was directed
+    # at a server that is unable or unwilling to produce an authoritative response for the target URI."
+    "host_not_allowed": 421,
     "request_timeout": 408,
     "storage_full": 507,
     "storage_unavailable": 503,

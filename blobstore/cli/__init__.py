@@ -28,6 +28,11 @@ COMMAND_MODULES: dict[str, str] = {
     "migrate": "admin",
     "token": "tokens",
     "proxy": "proxy",
+    "call": "tool_calls",
+    "tools": "tool_calls",
+    "resources": "tool_calls",
+    "read": "tool_calls",
+    "test": "tool_tests",
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 
 import anyio
 import click
@@ -16,6 +16,17 @@ if TYPE_CHECKING:
     from blobstore.config import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+HOST_PROFILE_NAMES: Final = (
+    "claude-desktop",
+    "claude-code",
+    "vscode-copilot",
+    "cursor",
+    "gemini-cli",
+    "generic",
+)
+"""The host profiles of the offloading proxy (``mcp_resources.proxy.rules.HOST_PROFILES``), named here so that
+a command's options do not import the proxy."""
 T = TypeVar("T")
 
 
@@ -31,6 +42,15 @@ def data_dir_option(func: F) -> F:
 def fail(message: str, code: int = 1) -> NoReturn:
     click.echo(f"blobstore: {message}", err=True)
     sys.exit(code)
+
+
+def parse_header(value: str) -> tuple[str, str]:
+    """``'Name: value'`` as an HTTP header pair; ``ValueError`` for anything else."""
+    name, sep, rest = value.partition(":")
+    name = name.strip()
+    if not sep or not name or any(c.isspace() for c in name):
+        raise ValueError(f"expected 'Name: value', got {value!r}")
+    return name, rest.strip()
 
 
 def settings_from(**flags: Any) -> Settings:

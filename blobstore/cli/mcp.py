@@ -2,7 +2,7 @@
 
 The host starts this as a subprocess; stdout carries the protocol, so nothing else may write there (fd 1
 points at stderr while serving). The event loop reads stdin and writes stdout itself
-(:mod:`mcp_resources.stdio`), so a request costs no thread handoff on its way in or out. The data
+(:mod:`mcp_resources.transports.stdio`), so a request costs no thread handoff on its way in or out. The data
 directory is opened without the server lock, like the admin commands, so a desktop host can run it beside
 ``blobstore serve`` on the same data directory.
 """
@@ -21,8 +21,8 @@ from blobstore.models import Caller
 
 async def serve_stdio(settings: Settings) -> None:
     from blobstore.runtime import open_service
-    from mcp_resources.server import create_stdio_server
-    from mcp_resources.stdio import serve_on_stdio
+    from mcp_resources.transports.server import create_stdio_server
+    from mcp_resources.transports.stdio import serve_on_stdio
 
     # A server, like `blobstore serve`: it brings the schema up to date before it serves.
     async with open_service(settings, migrate=True) as service:

@@ -8,17 +8,35 @@ The host starts the proxy on stdio; the proxy starts the upstream (``-- command 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from blobstore.cli import main
-from blobstore.cli.common import data_dir_option, describe_error, fail, settings_from
+from blobstore.cli.common import (
+    HOST_PROFILE_NAMES,
+    data_dir_option,
+    describe_error,
+    fail,
+    parse_header,
+    settings_from,
+)
 from blobstore.config import Settings
 from blobstore.errors import BlobstoreError
 from blobstore.models import Caller
+
+if TYPE_CHECKING:
+    from blobstore.service import ArtifactService
+    from mcp_resources.proxy.contracts import OffloaderFactory, ResultOffloader
+    from mcp_resources.proxy.host_choice import HostChoice
+    from mcp_resources.proxy.local import LocalStore
+    from mcp_resources.proxy.rules import HostProfile, OffloadRules
 
 
 def profile_help() -> str:
@@ -29,14 +47,80 @@ def profile_help() -> str:
         f"images {p.max_image_edge} px"
         for name, p in HOST_PROFILES.items()
     )
-    return f"Caps of the host results go to ({caps}). Default: {DEFAULT_PROFILE}."
+    return (
+        f"Caps and modalities of the host results go to ({caps}). Default: the one the client names in its "
+        f"clientInfo at initialize, else {DEFAULT_PROFILE}."
+    )
 
 
-def parse_header(value: str) -> tuple[str, str]:
-    name, sep, rest = value.partition(":")
-    if not sep or not name.strip() or any(c.isspace() for c in name.strip()):
-        raise click.BadParameter(f"expected 'Name: value', got {value!r}", param_hint="--upstream-header")
-    return name.strip(), rest.strip()
+def offloading_store(
+    service: ArtifactService, settings: Settings, rules: OffloadRules, choice: HostChoice | None = None
+) -> OffloadingStore:
+    """The store's side of an offloading run: the caller payloads are stored as, the in-process server of
+    ``blobstore://`` reads and the read tool, with windows sized for the host's caps as results are. With a
+    ``choice``, the rules and the windows follow the profile it picks at the handshake."""
+    from mcp_resources.embed import EmbeddedStore
+    from mcp_resources.proxy.local import LocalStore
+
+    caller = Caller(namespace=settings.mcp_namespace, actor="mcp-proxy")
+
+    def takes(modality: str) -> bool:
+        return (choice.rules if choice is not None else rules).profile.takes(modality)
+
+    local = LocalStore(service, caller, window_max=rules.profile.window_max(), host_takes=takes)
+    if choice is not None:
+        choice.listeners.append(lambda picked: local.fit(picked.profile.window_max()))
+    store = EmbeddedStore(
+        service=service,
+        caller=local.resources.caller_for,
+        default_caller=caller,
+        resources=local.resources,
+        tools=None,
+    )
+
+    def offloader(read_tool_name: str | None, upstream_name: str) -> ResultOffloader:
+        from mcp_resources.proxy.offload import Offloader
+
+        return Offloader(
+            rules=choice.rules if choice is not None else rules,
+            store=store,
+            caller=caller,
+            upstream_name=upstream_name,
+            read_tool_name=read_tool_name,
+            audit=service.audit,
+        )
+
+    return OffloadingStore(caller=caller, local=local, offloader=offloader)
+
+
+@dataclass(frozen=True)
+class OffloadingStore:
+    caller: Caller
+    local: LocalStore
+    offloader: OffloaderFactory
+
+
+@contextlib.asynccontextmanager
+async def host_offloader(
+    settings: Settings,
+    *,
+    profile: str,
+    upstream_name: str,
+    upstream_tools: set[str],
+    offload_config: Path | None = None,
+    read_tool: bool = True,
+) -> AsyncIterator[tuple[ResultOffloader, HostProfile]]:
+    """The offloader ``blobstore proxy --host-profile PROFILE`` puts in front of an upstream with these tools,
+    over the store ``settings`` name: what ``blobstore call --as-host`` runs a result through."""
+    from blobstore.runtime import open_service
+    from mcp_resources.proxy.rules import load_rules
+    from mcp_resources.proxy.upstream_tools import read_tool_name
+
+    rules = load_rules(settings, profile=profile, config_path=offload_config, read_tool_hint=read_tool)
+    async with open_service(settings, migrate=True) as service:
+        side = offloading_store(service, settings, rules)
+        name = read_tool_name(upstream_tools) if read_tool else None
+        yield side.offloader(name, upstream_name), rules.profile
 
 
 async def run_proxy(
@@ -45,54 +129,38 @@ async def run_proxy(
     command: list[str],
     url: str | None,
     headers: dict[str, str],
-    profile: str,
+    profile: str | None,
     offload_config: Path | None,
     read_tool: bool,
 ) -> int:
     from blobstore.runtime import open_service
-    from mcp_resources.embed import EmbeddedStore
-    from mcp_resources.handles import ArgumentHandles
     from mcp_resources.proxy.argument_handles import ToolArguments
-    from mcp_resources.proxy.contracts import ResultOffloader
+    from mcp_resources.proxy.host_choice import HostChoice
     from mcp_resources.proxy.http_upstream import HttpUpstream
-    from mcp_resources.proxy.local import LocalStore
     from mcp_resources.proxy.long_values import MessageSinks
     from mcp_resources.proxy.message_reader import READ_SIZE, ByteSource, MessageReader
-    from mcp_resources.proxy.offload import Offloader
     from mcp_resources.proxy.relay import Relay
-    from mcp_resources.proxy.rules import load_rules
+    from mcp_resources.proxy.rules import DEFAULT_PROFILE, load_rules
     from mcp_resources.proxy.transport import HostChannel, HostStdio, StdioUpstream, Upstream
+    from mcp_resources.tools.handles import ArgumentHandles
 
-    rules = load_rules(settings, profile=profile, config_path=offload_config, read_tool_hint=read_tool)
+    def rules_for(name: str) -> OffloadRules:
+        return load_rules(settings, profile=name, config_path=offload_config, read_tool_hint=read_tool)
+
+    # Without --host-profile the client's clientInfo picks the profile at the handshake.
+    choice = HostChoice(rules_for(profile or DEFAULT_PROFILE), fixed=profile is not None, build=rules_for)
+    rules = choice.rules
     # A server, like `blobstore mcp`: it brings the schema up to date before it serves.
     async with open_service(settings, migrate=True) as service:
-        caller = Caller(namespace=settings.mcp_namespace, actor="mcp-proxy")
-        # The store's windows (read_artifact, resources/read) are sized for the host's caps, as results are.
-        local = LocalStore(service, caller, window_max=rules.profile.window_max())
-        store = EmbeddedStore(
-            service=service,
-            caller=local.resources.caller_for,
-            default_caller=caller,
-            resources=local.resources,
-            tools=None,
-        )
-
-        def offloader(read_tool_name: str | None, upstream_name: str) -> ResultOffloader:
-            return Offloader(
-                rules=rules,
-                store=store,
-                caller=caller,
-                upstream_name=upstream_name,
-                read_tool_name=read_tool_name,
-                audit=service.audit,
-            )
+        side = offloading_store(service, settings, rules, choice)
+        caller, local = side.caller, side.local
 
         def reading(stream: ByteSource) -> MessageReader:
             return MessageReader(
                 stream,
                 max_message=settings.proxy_max_message_bytes,
                 sinks=lambda: MessageSinks(service, caller),
-                long_at=rules.streaming_threshold(),
+                long_at=choice.rules.streaming_threshold(),
             )
 
         upstream: Upstream = (
@@ -109,9 +177,10 @@ async def run_proxy(
                 host=host,
                 upstream=upstream,
                 local=local,
-                offloader=offloader,
+                offloader=side.offloader,
                 arguments=ToolArguments(ArgumentHandles(service), caller, rules.arguments),
                 read_tool=read_tool,
+                host_choice=choice,
             )
             return await relay.run()
 
@@ -136,9 +205,8 @@ async def run_proxy(
 )
 @click.option(
     "--host-profile",
-    type=click.Choice(["claude-desktop", "claude-code", "vscode-copilot", "cursor", "gemini-cli", "generic"]),
-    default="generic",
-    show_default=True,
+    type=click.Choice(HOST_PROFILE_NAMES),
+    default=None,
     help=profile_help(),
 )
 @click.option(
@@ -161,7 +229,7 @@ def proxy_command(
     storage_url: str | None,
     upstream_url: str | None,
     upstream_headers: tuple[str, ...],
-    host_profile: str,
+    host_profile: str | None,
     offload_config: Path | None,
     no_read_tool: bool,
     upstream_command: tuple[str, ...],
@@ -183,8 +251,8 @@ def proxy_command(
         fail(f"--upstream-url: expected an http:// or https:// URL, got {upstream_url!r}", code=2)
     try:
         headers = dict(parse_header(value) for value in upstream_headers)
-    except click.BadParameter as exc:
-        fail(f"--upstream-header: {exc.message}", code=2)
+    except ValueError as exc:
+        fail(f"--upstream-header: {exc}", code=2)
     flags: dict[str, object] = {"data_dir": data_dir, "mcp_namespace": namespace}
     if database_url is not None:
         flags["database_url"] = database_url
@@ -196,11 +264,16 @@ def proxy_command(
 
     try:
         load_rules(
-            settings, profile=host_profile, config_path=offload_config, read_tool_hint=not no_read_tool
+            settings,
+            profile=host_profile or "generic",
+            config_path=offload_config,
+            read_tool_hint=not no_read_tool,
         )
     except OffloadConfigError as exc:
         fail(str(exc), code=2)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
+    # Which host profile applies, and why, is said on the log whatever its level.
+    logging.getLogger("mcp_resources.proxy.host").setLevel(logging.INFO)
     try:
         status = asyncio.run(
             run_proxy(

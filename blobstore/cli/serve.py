@@ -6,7 +6,8 @@ installed) remain available with ``--server``; ``--help`` offers only the server
 
 Whichever runs, its own access log is off: the app writes one JSON line per request (``blobstore.access``,
 :mod:`blobstore.api.observe`), which carries the request id, and a second line per request would only double
-the log.
+the log. So is uvicorn's handling of ``X-Forwarded-*``: the app does it for every server alike, from the
+peers in ``BLOBSTORE_FORWARDED_ALLOW_IPS`` (:mod:`blobstore.api.request_guard`).
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ def _run_uvicorn(settings: Settings) -> None:
         log_level=settings.log_level,
         access_log=False,
         server_header=False,
+        # The app takes a trusted proxy's X-Forwarded-* itself (blobstore.api.request_guard), as it does
+        # under granian, which has no such handling: uvicorn's own would apply them first, by its own list.
+        proxy_headers=False,
     )
     uvicorn.Server(config).run()
 
@@ -216,11 +220,13 @@ def serve(
         if reserve is not None:
             reserve.release_if_full()
         migrate_apart(settings)
-        anyio.run(prepare_to_serve, settings)
+        probed = anyio.run(prepare_to_serve, settings)
     except StorageUnavailable as exc:
         fail(f"storage check failed: {exc.message}")
     except (BlobstoreError, OSError, SQLAlchemyError) as exc:
         fail(f"cannot migrate the metadata database: {first_line(describe_error(exc))}")
+    if probed is not None:
+        click.echo(f"blobstore: {probed}", err=True)
     try:
         tokens = anyio.run(count_active_tokens, settings)
     except (BlobstoreError, OSError, SQLAlchemyError) as exc:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 MIGRATIONS_PACKAGE = "blobstore.migrations"
-HEAD_REVISION: Final = "0005"
+HEAD_REVISION: Final = "0006"
 """The newest revision in ``migrations/versions`` (tests/metadata check it against Alembic's head): a database
 recorded at it needs no migration, which is found out without importing Alembic."""
 VERSION_TABLE: Final = "alembic_version"

@@ -159,3 +159,33 @@ upload_tails = sa.Table(
     sa.Column("data", sa.LargeBinary(), nullable=False),
     sa.Column("updated_at", Timestamp, nullable=False),
 )
+
+# Console logins (``blobstore.console_sessions``), shared by every replica: the cookie carries a random id
+# whose SHA-256 is the key; the row names the token it acts as (null: local mode) and ends at ``idle_until``
+# (moved on by use, at most once a minute, never past ``expires_at``: so it is always the end). Revoking a
+# token deletes its sessions; a lookup joins the token and checks it is live, so an expired token's end at
+# once too.
+console_sessions = sa.Table(
+    "console_sessions",
+    metadata,
+    sa.Column("id_hash", sa.String(64), primary_key=True),
+    sa.Column("token_id", sa.String(32), sa.ForeignKey("tokens.id", ondelete="CASCADE"), nullable=True),
+    sa.Column("csrf", sa.String(64), nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("idle_until", Timestamp, nullable=False),
+    sa.Column("expires_at", Timestamp, nullable=False),
+    # The outcome of the session's last change, for the page its redirect lands on (shown once).
+    sa.Column("flash", sa.JSON(), nullable=True),
+    sa.Index(None, "token_id"),
+    sa.Index(None, "idle_until"),
+)
+
+# Keys the replicas must agree on, made once by the first one that needs it (an insert that does nothing on
+# conflict, then a read): ``links`` signs share links and upload targets (``blobstore.link_keys``).
+signing_keys = sa.Table(
+    "signing_keys",
+    metadata,
+    sa.Column("purpose", sa.String(32), primary_key=True),
+    sa.Column("secret", sa.String(128), nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+)

@@ -36,6 +36,18 @@ class S3Capabilities:
     """``If-None-Match: *`` refuses to replace an existing object."""
     upload_part_copy: bool
     abort_multipart_upload: bool
+    location: str = ""
+    """The bucket, prefix and endpoint probed (no credentials)."""
+
+    def __str__(self) -> str:
+        """The start-up line: ``S3 bucket s3://media/blobs at http://minio:9000: conditional writes yes,
+        UploadPartCopy yes, AbortMultipartUpload yes``."""
+        flags = (self.conditional_writes, self.upload_part_copy, self.abort_multipart_upload)
+        writes, copy, abort = ("yes" if flag else "no" for flag in flags)
+        return (
+            f"S3 bucket {self.location}: conditional writes {writes}, UploadPartCopy {copy}, "
+            f"AbortMultipartUpload {abort}"
+        )
 
 
 async def head_bucket(s3: BucketClient, what: str) -> None:
@@ -112,17 +124,8 @@ async def probe(s3: BucketClient) -> S3Capabilities:
         with anyio.CancelScope(shield=True):
             await s3.call("delete_object", Key=source)
     s3.conditional_writes = s3.conditional_writes and not replaced
-    capabilities = S3Capabilities(s3.conditional_writes, s3.upload_part_copy, s3.abort_multipart_upload)
-    logger.info(
-        "S3 bucket %s: conditional writes %s, UploadPartCopy %s, AbortMultipartUpload %s",
-        s3.location,
-        *(
-            "yes" if flag else "no"
-            for flag in (
-                capabilities.conditional_writes,
-                capabilities.upload_part_copy,
-                capabilities.abort_multipart_upload,
-            )
-        ),
+    capabilities = S3Capabilities(
+        s3.conditional_writes, s3.upload_part_copy, s3.abort_multipart_upload, location=s3.location
     )
+    logger.info("%s", capabilities)
     return capabilities

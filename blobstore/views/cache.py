@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Protocol
 
@@ -24,11 +24,15 @@ import anyio
 from blobstore.models import NewRendition, Rendition
 from blobstore.records import RenditionRecords
 from blobstore.storage.base import BlobStore
+from blobstore.views.kind import View
 
-VIEW_VERSION: Final = "2"
+VIEW_VERSION: Final = "4"
 """The renderer version in every key. 2: audio segments and keyframes count time from the file's own start
 (an MP3's encoder delay, an MPEG-TS clock) and a contact sheet shows each keyframe once, so the products of
-1 are never served again."""
+1 are never served again. 3: an audio file's duration is what decodes where its header claims more (a file
+cut short), so the facts and segments of 2 are never served again. 4: a page's text holds no control
+character but the line feed, and a word PDFium marks as broken at a line end is joined, so no page text of 3
+is served again."""
 _THREADS = anyio.CapacityLimiter(4)
 
 
@@ -53,15 +57,6 @@ class ViewKey:
     @classmethod
     def of(cls, source_sha256: str, params: Mapping[str, Any]) -> ViewKey:
         return cls(rendition_key(source_sha256, params, VIEW_VERSION), source_sha256)
-
-
-@dataclass(frozen=True, slots=True)
-class View:
-    """One cached product: its bytes, their type and the facts the answer states (page, times, size)."""
-
-    data: bytes
-    mime_type: str
-    meta: dict[str, Any] = field(default_factory=dict)
 
 
 class RenditionPublisher(Protocol):

@@ -35,15 +35,17 @@ def pages_line(name: str, pages: Iterable[int], total: int, what: str) -> str:
     return f"{name}, {noun} {page_list(listed)} of {total}, {what}"
 
 
-def next_pages_hint(pages: Iterable[int], total: int, *, tool_call: bool = True) -> str:
-    """How to read the pages after the last one asked for (as many again), or that it was the last."""
+def next_pages_hint(pages: Iterable[int], total: int, *, tool_call: bool = True, also: str = "") -> str:
+    """How to read the pages after the last one asked for (as many again, with the call's other arguments
+    ``also``, e.g. ``page_format="ocr"``), or that it was the last."""
     listed = list(pages)
     last = max(listed)
     if last >= total:
         return f"Page {last} is the last page."
     count = len(listed)
     following = page_list(range(last + 1, min(total, last + count) + 1))
-    call = f'read_artifact(uri, pages="{following}")' if tool_call else f"pages {following}"
+    more = f", {also}" if also else ""
+    call = f'read_artifact(uri, pages="{following}"{more})' if tool_call else f"pages {following}"
     return f"Next: {call}."
 
 

@@ -7,9 +7,11 @@ from typing import Final, Literal
 
 from blobstore.errors import InvalidRequest, NotFound
 
-PageFormat = Literal["text", "image", "both"]
+PageFormat = Literal["text", "image", "both", "ocr"]
 FramesLayout = Literal["frames", "sheet"]
-PAGE_FORMATS: Final = ("text", "image", "both")
+FramesMode = Literal["scenes", "even"]
+FRAMES_MODES: Final = ("scenes", "even")
+PAGE_FORMATS: Final = ("text", "image", "both", "ocr")
 MAX_FRAMES: Final = 8
 MIN_EDGE: Final = 16
 MAX_EDGE: Final = 4096

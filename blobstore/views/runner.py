@@ -19,7 +19,7 @@ import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from blobstore.errors import BlobstoreError, Internal, MediaInvalid, ViewTimeout, ViewTooLarge, all_codes
-from blobstore.views.decoders import Decoded
+from blobstore.views.kind import Decoded
 
 MAX_ANSWER_BYTES: Final = 64 * 1024 * 1024
 """The most a worker may send back (eight 1568-pixel frames as PNG are far below it)."""
@@ -44,7 +44,7 @@ def _kill_group(process: anyio.abc.Process) -> None:
 
 
 class DecoderRunner:
-    """Runs :mod:`blobstore.views.decoders` operations in worker processes, at most ``workers`` at once."""
+    """Runs the jobs of :mod:`blobstore.views.jobs` in worker processes, at most ``workers`` at once."""
 
     def __init__(self, *, workers: int, timeout: float, memory_bytes: int) -> None:
         self.limiter = anyio.CapacityLimiter(workers)

@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import resource
 import sys
-from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from blobstore.errors import BlobstoreError, MediaInvalid, ViewTooLarge
+
+if TYPE_CHECKING:
+    from blobstore.views.kind import Job
 
 
 def _answer(out: BinaryIO, header: dict[str, Any], parts: list[bytes]) -> None:
@@ -27,9 +29,9 @@ def _answer(out: BinaryIO, header: dict[str, Any], parts: list[bytes]) -> None:
 
 def run_job(job: dict[str, Any]) -> tuple[dict[str, Any], list[bytes]]:
     """The header and parts for one job; every failure is a catalogue code (never a traceback)."""
-    from blobstore.views.decoders import OPERATIONS, Decoded
+    from blobstore.views.jobs import OPERATIONS
 
-    operation: Callable[..., Decoded] | None = OPERATIONS.get(str(job.get("op")))
+    operation: Job | None = OPERATIONS.get(str(job.get("op")))
     if operation is None:
         return {"ok": False, "code": "internal", "message": "unknown view operation"}, []
     try:

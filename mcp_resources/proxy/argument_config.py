@@ -19,7 +19,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from blobstore.config import Settings
-from mcp_resources.binary_schema import Form
+from mcp_resources.tools.binary_schema import Form
 
 MODES: Final = {"path": Form.PATH, "url": Form.URL}
 DIRECTORY_KEY: Final = "directory"

@@ -22,9 +22,9 @@ from typing import Final
 import anyio.to_thread
 
 from blobstore.errors import BlobstoreError, from_os_error
+from blobstore.media import file_extension
 from blobstore.service import ArtifactService
-from mcp_resources.handles import Located
-from mcp_resources.proxy.items import extension
+from mcp_resources.tools.handles import Located
 
 logger = logging.getLogger("mcp_resources.proxy")
 
@@ -47,7 +47,7 @@ def file_name(name: str, mime_type: str) -> str:
     suffix = PurePath(leaf).suffix.lower()
     stem = leaf[: -len(suffix)] if suffix else leaf
     guessed = mimetypes.guess_type(f"x{suffix}")[0] if suffix else None
-    chosen = suffix if suffix and (guessed == base or base == _OCTET_STREAM) else extension(base)
+    chosen = suffix if suffix and (guessed == base or base == _OCTET_STREAM) else file_extension(base)
     readable = _UNSAFE.sub("_", stem).strip("._")[:_STEM_CHARS] or "artifact"
     return f"{secrets.token_hex(8)}-{readable}{_UNSAFE.sub('', chosen)}"
 

@@ -1,18 +1,18 @@
 """Artifact URIs in the host's ``tools/call`` arguments, resolved before the call goes upstream.
 
 Every ``tools/list`` page the upstream answers passes :meth:`ToolArguments.learn` (each tool's binary sites,
-found in its original ``inputSchema`` by :func:`~mcp_resources.binary_schema.binary_sites`) and
+found in its original ``inputSchema`` by :func:`~mcp_resources.tools.binary_schema.binary_sites`) and
 :meth:`ToolArguments.advertised` (those schemas rewritten by
-:func:`~mcp_resources.binary_schema.advertise_handles`, so the model knows a handle is accepted). A
+:func:`~mcp_resources.tools.binary_schema.advertise_handles`, so the model knows a handle is accepted). A
 ``tools/call`` whose arguments hold a handle at a remembered site passes :meth:`ToolArguments.prepared`:
-:class:`~mcp_resources.handles.ArgumentHandles` replaces the handle with the bytes as the proxy's caller, and
-the request goes upstream re-serialised; a handle that cannot be resolved is answered to the host here, as a
-tool error (or, for the store's own failures, a JSON-RPC error), and nothing goes upstream.
+:class:`~mcp_resources.tools.handles.ArgumentHandles` replaces the handle with the bytes as the proxy's
+caller, and the request goes upstream re-serialised; a handle that cannot be resolved is answered to the host
+here, as a tool error (or, for the store's own failures, a JSON-RPC error), and nothing goes upstream.
 
 The arguments ``--offload-config`` names (:class:`~mcp_resources.proxy.argument_config.ArgumentModes`) are
 sites of their own, whatever their schema says: at a ``"path"`` one the handle's bytes are written to a file
 (:class:`~mcp_resources.proxy.argument_files.ArgumentFiles`) and the argument becomes its path; at a
-``"url"`` one the argument becomes a signed download URL (:class:`~mcp_resources.download_links
+``"url"`` one the argument becomes a signed download URL (:class:`~mcp_resources.tools.download_links
 .DownloadLinks`). Every handle of a call is looked up before any file is written, so a call refused here
 leaves nothing behind; the files of a call that went upstream are removed by :meth:`Prepared.release`, which
 the relay calls once the call is over.
@@ -30,7 +30,10 @@ from mcp.types import INTERNAL_ERROR
 
 from blobstore.errors import BlobstoreError, InvalidRequest
 from blobstore.models import Caller
-from mcp_resources.binary_schema import (
+from mcp_resources.errors import jsonrpc_code, to_mcp_error, tool_failure
+from mcp_resources.proxy.argument_config import ArgumentModes
+from mcp_resources.proxy.argument_files import ArgumentFiles
+from mcp_resources.tools.binary_schema import (
     BinarySite,
     EveryItem,
     Form,
@@ -40,11 +43,8 @@ from mcp_resources.binary_schema import (
     advertise_named,
     binary_sites,
 )
-from mcp_resources.download_links import DownloadLinks
-from mcp_resources.errors import jsonrpc_code, to_mcp_error, tool_failure
-from mcp_resources.handles import ArgumentHandles, Located
-from mcp_resources.proxy.argument_config import ArgumentModes
-from mcp_resources.proxy.argument_files import ArgumentFiles
+from mcp_resources.tools.download_links import DownloadLinks
+from mcp_resources.tools.handles import ArgumentHandles, Located
 from mcp_resources.uris import parse_store_uri
 
 
@@ -186,7 +186,7 @@ class ToolArguments:
                 await self.handles.fill(self.caller, tool, found)
         for found in linked:
             started = time.monotonic()
-            found.slot.replace((await self.links.link(found.artifact, found.blob)).url)
+            found.slot.replace((await self.links.link(self.caller, found.artifact, found.blob)).url)
             self.handles.audit_resolved(self.caller, tool, found, started)
         return copied
 

@@ -14,13 +14,14 @@ from blobstore.models import Artifact
 from mcp_resources.proxy.items import Item
 from mcp_resources.proxy.lines import image_linked_line, image_shown_line
 from mcp_resources.proxy.measure import image_size
-from mcp_resources.proxy.rules import ToolRules
+from mcp_resources.proxy.rules import HostProfile, ToolRules
+from mcp_resources.results.content import NotShown
 
 MIN_IMAGE_EDGE: Final = 256
 """Over the budget, inline images are halved down to this long edge before they are only linked."""
 
-Downscale = Callable[[Artifact, int], Awaitable[dict[str, Any] | None]]
-"""The artifact downscaled to a long edge as an inline image block, or None when that does not fit."""
+Downscale = Callable[[Artifact, int], Awaitable[dict[str, Any] | NotShown]]
+"""The artifact downscaled to a long edge as an inline image block, or why that does not fit."""
 
 
 def image_due(item: Item, rules: ToolRules, edge: int) -> bool:
@@ -47,13 +48,15 @@ async def render_image(
     read: str,
     level: int,
     edge: int,
-    inline_limit: int,
+    profile: HostProfile,
     downscale: Downscale,
 ) -> None:
-    image = await downscale(artifact, edge) if level == 1 else None
-    if image is not None:
+    """Level 1: the line, the image downscaled to ``edge`` where that fits, and the link; level 2 (the result
+    is over the host's caps even so): the line and the link. The line says why an image is not shown."""
+    image = await downscale(artifact, edge) if level == 1 else NotShown("budget")
+    if not isinstance(image, NotShown):
         line = image_shown_line(artifact, image_size(image), read)
         item.show([{"type": "text", "text": line}, image, link], level=level, inline_image=image)
     else:
-        line = image_linked_line(artifact, inline_limit, read)
+        line = image_linked_line(artifact, image, profile, read)
         item.show([{"type": "text", "text": line}, link], level=level)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import mimetypes
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -11,6 +10,7 @@ from blobstore.models import Artifact
 from mcp_resources.proxy.lines import dropped_payload_line
 from mcp_resources.proxy.long_values import LongString, StagedPayload
 from mcp_resources.proxy.measure import ENVELOPE_BYTES, decode_base64, measure
+from mcp_resources.proxy.names import payload_name
 from mcp_resources.proxy.rules import BYTES_PER_TOKEN, ToolRules
 
 logger = logging.getLogger("mcp_resources.proxy")
@@ -25,6 +25,19 @@ class Call:
     tool: str
     arguments_sha256: str
     rules: ToolRules
+    file_name: str | None = None
+    """The file the call's arguments name (:func:`~mcp_resources.proxy.names.file_name_of`)."""
+
+    def payload_name(self, index: int, mime: str, *, text: bool = False) -> str:
+        """What the payload of block ``index`` is stored as (:mod:`~mcp_resources.proxy.names`)."""
+        return payload_name(
+            tool=self.tool,
+            arguments_sha256=self.arguments_sha256,
+            file_name=self.file_name,
+            index=index,
+            mime=mime,
+            text=text,
+        )
 
 
 @dataclass
@@ -87,28 +100,11 @@ class Item:
         return self.kind != "other" and self.has_payload and self.level < 2
 
 
-_EXTENSIONS = {"audio/wav": ".wav", "audio/wave": ".wav", "audio/webm": ".weba"}
-"""Audio types MCP servers send that the stdlib's table lacks (it knows only ``audio/x-wav``)."""
-
-
-def extension(mime: str) -> str:
-    return mimetypes.guess_extension(mime) or _EXTENSIONS.get(mime) or ".bin"
-
-
-def usable_name(name: str) -> bool:
-    return 0 < len(name) <= 200 and all(0x20 <= ord(ch) != 0x7F for ch in name)
-
-
-def uri_leaf(uri: str) -> str:
-    """The last segment of a URI, the name an artifact stored from it takes when usable."""
-    return uri.rstrip("/").rsplit("/", 1)[-1] if uri else ""
-
-
 def encoded_item(block: dict[str, Any], call: Call, index: int, kind: Literal["image", "audio"]) -> Item:
     """The item of an ``image`` or ``audio`` block (its base64 in ``data``); ``other`` when that is not
     base64, which no rule offloads."""
     mime = str(block.get("mimeType") or "application/octet-stream")
-    name = f"{call.tool}-{index}{extension(mime)}"
+    name = call.payload_name(index, mime)
     data = block["data"]
     if isinstance(data, StagedPayload):
         if not data.valid:

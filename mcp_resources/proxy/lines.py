@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 from blobstore.links import describe, view_hint
 from blobstore.models import Artifact
+from blobstore.tokens import estimate_image_tokens
 from blobstore.units import human_bytes
-from mcp_resources.content import estimate_image_tokens, read_in_windows
 from mcp_resources.proxy.rules import HostProfile
-from mcp_resources.uris import window_uri
-from mcp_resources.views import first_view_uri
+from mcp_resources.reading.views import first_view_uri
+from mcp_resources.results.content import NotShown, read_in_windows, read_with_tool
 
 
 @dataclass(frozen=True)
@@ -31,12 +31,8 @@ class ReadHint:
         page, an audio segment), then the byte windows."""
         window = self.max_window
         if self.read_tool:
-            view = self.first_view(artifact)
-            views = f"{view}, or " if view else ""
-            first = window_uri(artifact.id, 0, min(window, max(artifact.size, 1)))
-            return (
-                f"{views}read it with the {self.read_tool} tool (uri={artifact.uri}, offset, length; at "
-                f"most {window} bytes per call) or with resources/read: {first}"
+            return read_with_tool(
+                artifact, tool=self.read_tool, max_window=window, max_audio_seconds=self.max_audio_seconds
             )
         view = self.first_view(artifact)
         windows = read_in_windows(artifact, window)
@@ -70,11 +66,32 @@ def image_shown_line(artifact: Artifact, size: tuple[int, int] | None, read: str
     )
 
 
-def image_linked_line(artifact: Artifact, inline_limit: int, read: str) -> str:
-    limit = human_bytes(inline_limit, byte_unit="bytes")
+def image_linked_line(artifact: Artifact, why: NotShown, profile: HostProfile, read: str) -> str:
     return (
-        f"[image {describe(artifact)} is not shown inline (over the {limit} inline limit or the "
-        f"result budget); stored as {artifact.uri}; {read}]"
+        f"[image {describe(artifact)} is not shown inline ({not_shown_reason(artifact, why, profile)}); "
+        f"stored as {artifact.uri}; {read}]"
+    )
+
+
+def not_shown_reason(artifact: Artifact, why: NotShown, profile: HostProfile) -> str:
+    """Why an image is only linked, as it happened."""
+    limit = human_bytes(why.limit, byte_unit="bytes")
+    if why.cause == "type":
+        return f"{artifact.mime_type} is not an image type hosts show inline"
+    if why.cause == "source_size":
+        return f"it is over the {limit} the proxy decodes to downscale"
+    if why.cause == "inline_limit":
+        return f"it is over the {limit} inline limit"
+    if why.cause == "downscaled":
+        return f"even downscaled to {why.edge} px it is over the {limit} inline limit"
+    if why.cause == "pixels":
+        count = f"{why.pixels} pixels" if why.pixels else "more pixels than that"
+        return f"it is not decoded: it has {count}, over the {why.limit} the proxy decodes"
+    if why.cause == "undecodable":
+        return f"it could not be decoded: {why.reason}"
+    return (
+        f"the result is over the {profile.name} host's caps of {profile.max_result_bytes} bytes and "
+        f"{profile.max_result_tokens} tokens even with the image at its smallest"
     )
 
 
@@ -97,9 +114,8 @@ def text_cut_line(
     source = f" of embedded resource {source_uri}" if source_uri else ""
     return (
         f"[text{source} cut: showing the first {kept} of {total} bytes ({lines_kept} of "
-        f"{lines_total} lines), {total - kept} bytes not shown; the whole text is stored as "
-        f"{artifact.uri} ({artifact.mime_type}, {human_bytes(artifact.size, byte_unit='bytes')}); "
-        f"{read}]"
+        f"{lines_total} lines), {total - kept} bytes not shown; the whole text, {describe(artifact)}, is "
+        f"stored as {artifact.uri}; {read}]"
     )
 
 
@@ -118,4 +134,45 @@ def dropped_payload_line(kind: str, index: int, length: int, invalid_at: int) ->
     return (
         f"[{kind} block {index}: its {length} characters of data are not valid base64 (from character "
         f"{invalid_at} on), so the proxy could neither store nor pass them on]"
+    )
+
+
+def profile_line(profile: HostProfile, reason: str) -> str:
+    """Which host profile the proxy applies and why, with what it means for the results."""
+    lost = [name for name in ("image", "audio") if not profile.takes(name)]
+    instead = (
+        f"; {' and '.join(lost)} blocks come as their text view (OCR text, transcript) with a link to the "
+        "original, since this host's model does not take them"
+        if lost
+        else ""
+    )
+    return (
+        f"[blobstore proxy: host profile {profile.name}, because {reason}. Results fit "
+        f"{profile.max_result_bytes} bytes and {profile.max_result_tokens} tokens; "
+        f"{profile.modalities_line()}{instead}.]"
+    )
+
+
+def text_view_line(
+    artifact: Artifact,
+    *,
+    modality: str,
+    what: str,
+    head: str,
+    cut: int | None,
+    profile: HostProfile,
+    read: str,
+) -> str:
+    """The line before the text that stands for an image or a recording the host's model cannot take."""
+    shown = f"; the first {cut} characters follow" if cut is not None else ""
+    return (
+        f"[{modality} {describe(artifact)}, stored as {artifact.uri}: the {profile.name} host's model takes "
+        f"no {modality}, so its {what} follows instead ({head}{shown}); {read}]"
+    )
+
+
+def no_text_view_line(artifact: Artifact, *, modality: str, why: str, profile: HostProfile, read: str) -> str:
+    return (
+        f"[{modality} {describe(artifact)}, stored as {artifact.uri}: the {profile.name} host's model takes "
+        f"no {modality}, and no text view of it could be made ({why}); {read}]"
     )

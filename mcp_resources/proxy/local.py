@@ -3,8 +3,8 @@
 The relay speaks to it in raw JSON-RPC (dicts), exactly as it speaks to the upstream, and the SDK's low-level
 ``Server`` does what differs between the protocol eras (the 2025-11-25 handshake or the 2026-07-28 envelope,
 result shapes, ``resultType``). Reads and the read tool are the ones ``blobstore mcp`` serves
-(:class:`~mcp_resources.resources.StoreResources`, :class:`~mcp_resources.tools.StoreTools`); the upload tools
-are not offered through the proxy.
+(:class:`~mcp_resources.reading.resources.StoreResources`, :class:`~mcp_resources.tools.tools.StoreTools`);
+the upload tools are not offered through the proxy.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from mcp.types import (
 from blobstore import __version__
 from blobstore.models import Caller
 from blobstore.service import ArtifactService
-from mcp_resources.resources import StoreResources
-from mcp_resources.server import SERVER_NAME, fixed_caller
-from mcp_resources.tools import TOOLS_TTL_MS, StoreTools
+from mcp_resources.reading.resources import StoreResources
+from mcp_resources.tools.tools import TOOLS_TTL_MS, HostTakes, StoreTools
+from mcp_resources.transports.server import SERVER_NAME, fixed_caller
 
 READ_TOOL: Final = "read_artifact"
 
@@ -39,9 +39,25 @@ READ_TOOL: Final = "read_artifact"
 class LocalStore:
     """An in-process server for ``blobstore://`` reads and the read tool, answered in the caller's era."""
 
-    def __init__(self, service: ArtifactService, caller: Caller, *, window_max: int | None = None) -> None:
-        self.resources = StoreResources(service, fixed_caller(caller), window_max=window_max)
-        self.tools = StoreTools(self.resources)
+    def __init__(
+        self,
+        service: ArtifactService,
+        caller: Caller,
+        *,
+        window_max: int | None = None,
+        host_takes: HostTakes | None = None,
+    ) -> None:
+        # Every read fits the host's caps: an artifact is read whole only up to a window, a larger one
+        # without a window comes as its first window (resources/read and read_artifact alike).
+        self.resources = StoreResources(
+            service, fixed_caller(caller), window_max=window_max, inline_max=window_max, first_window=True
+        )
+        # read_artifact answers in text what the host's model cannot take (the proxy's host profile).
+        self.tools = (
+            StoreTools(self.resources)
+            if host_takes is None
+            else StoreTools(self.resources, host_takes=host_takes)
+        )
         self.read_tool = next(tool for tool in self.tools.tools if tool.name == READ_TOOL)
         self.server: Server[Any] = Server(
             SERVER_NAME,
@@ -56,6 +72,10 @@ class LocalStore:
         self._waiting: dict[int, anyio.Event] = {}
         self._answers: dict[int, dict[str, Any]] = {}
         self._send: Any = None
+
+    def fit(self, window_max: int) -> None:
+        """Size the store's windows for the host profile picked at the handshake."""
+        self.resources.cap_windows(window_max)
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None

@@ -1,8 +1,8 @@
 """What a result costs the host: its bytes and estimated tokens, counted as the host receives it.
 
 Bytes are the compact JSON (UTF-8) of the result object plus :data:`ENVELOPE_BYTES`; tokens are
-:func:`~mcp_resources.content.estimate_image_tokens` for each inline image (by its pixel size) and a quarter
-of a token for every other byte.
+:func:`~mcp_resources.results.content.estimate_image_tokens` for each inline image (by its pixel size) and a
+quarter of a token for every other byte.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from blobstore.media import PROBE_BYTES, probe
-from mcp_resources.content import estimate_image_tokens
+from blobstore.tokens import estimate_image_tokens
 from mcp_resources.proxy.long_values import LongString, StagedPayload, json_parts
 from mcp_resources.proxy.rules import BYTES_PER_TOKEN
 from mcp_resources.uris import ARTIFACT_META_KEY

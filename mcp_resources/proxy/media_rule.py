@@ -10,10 +10,11 @@ import logging
 from typing import Any
 
 from blobstore.models import Artifact
-from mcp_resources.proxy.items import Call, Item, dropped_item, extension, uri_leaf, usable_name
+from mcp_resources.proxy.items import Call, Item, dropped_item
 from mcp_resources.proxy.lines import media_line
 from mcp_resources.proxy.long_values import StagedPayload
 from mcp_resources.proxy.measure import decode_base64
+from mcp_resources.proxy.names import uri_leaf, usable_name
 from mcp_resources.proxy.rules import ToolRules
 
 logger = logging.getLogger("mcp_resources.proxy")
@@ -22,7 +23,7 @@ logger = logging.getLogger("mcp_resources.proxy")
 def blob_item(block: dict[str, Any], resource: dict[str, Any], call: Call, index: int) -> Item:
     mime = str(resource.get("mimeType") or "") or "application/octet-stream"
     leaf = uri_leaf(str(resource.get("uri") or ""))
-    name = leaf if usable_name(leaf) else f"{call.tool}-{index}{extension(mime)}"
+    name = leaf if usable_name(leaf) else call.payload_name(index, mime)
     blob = resource["blob"]
     if isinstance(blob, StagedPayload):
         if not blob.valid:

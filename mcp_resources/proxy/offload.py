@@ -1,16 +1,20 @@
 """Offload large payloads out of upstream MCP results into the store.
 
-:class:`Offloader` applies the rules of :func:`mcp_resources.content.tool_result_for` to every block of an
-upstream ``tools/call`` result (raw JSON, as it came off the wire), one rule per content kind:
+:class:`Offloader` applies the rules of :func:`mcp_resources.results.content.tool_result_for` to every block
+of an upstream ``tools/call`` result (raw JSON, as it came off the wire), one rule per content kind:
 
 - ``image`` (:mod:`~mcp_resources.proxy.image_rule`): over the long-edge budget or the inline limit it is
   stored; the model gets it downscaled when that fits the inline limit, plus a ``resource_link`` either way;
+- ``image`` and ``audio`` blocks of a modality the host's model does not take
+  (:mod:`~mcp_resources.proxy.modality_rule`): stored, and shown as their text view (OCR text, transcript)
+  with a ``resource_link``;
 - ``audio`` and embedded ``resource`` blobs (:mod:`~mcp_resources.proxy.media_rule`): over the inline limit
   they are stored and replaced by a text line and a ``resource_link``;
 - ``text`` blocks and embedded text resources (:mod:`~mcp_resources.proxy.text_rule`): over the text
   threshold they are stored and replaced by a head preview, a line saying how much was cut, and a link;
-- base64 in ``structuredContent`` that duplicates an offloaded block gets the smallest replacement that still
-  validates against the tool's ``outputSchema`` (:mod:`~mcp_resources.proxy.structured`);
+- a payload in ``structuredContent`` that duplicates an offloaded block (its base64 or its text) is replaced
+  by a reference to the stored artifact that still validates against the tool's ``outputSchema``
+  (:mod:`~mcp_resources.proxy.structured`);
 - then, while the result is over the host profile's byte or token cap, the largest remaining inline block is
   offloaded further; if nothing is left to shrink, the whole result is stored as JSON and linked.
 
@@ -26,7 +30,7 @@ from typing import Any, Final
 
 from blobstore.audit import AuditLog
 from blobstore.models import Artifact, Caller
-from mcp_resources.content import image_block_for
+from blobstore.views.engine import views_for
 from mcp_resources.embed import EmbeddedStore
 from mcp_resources.proxy.image_rule import halved_edge, image_due, render_image
 from mcp_resources.proxy.items import BINARY_KINDS, TEXT_KINDS, Call, Item, encoded_item
@@ -34,11 +38,14 @@ from mcp_resources.proxy.lines import ReadHint, whole_result_line
 from mcp_resources.proxy.long_values import LongString, StagedPayload
 from mcp_resources.proxy.measure import ENVELOPE_BYTES, measure
 from mcp_resources.proxy.media_rule import blob_item, media_due, render_media
+from mcp_resources.proxy.modality_rule import modality_due, render_text_view
+from mcp_resources.proxy.names import file_name_of, whole_result_name
 from mcp_resources.proxy.resource_read import offload_resource_read
 from mcp_resources.proxy.rules import BYTES_PER_TOKEN, OffloadRules
 from mcp_resources.proxy.storing import ArtifactWriter, canonical_digest
 from mcp_resources.proxy.structured import replace_duplicates
 from mcp_resources.proxy.text_rule import can_cut, render_text, resource_text_item, text_due, text_item
+from mcp_resources.results.content import NotShown, inline_image_for
 
 logger = logging.getLogger("mcp_resources.proxy")
 
@@ -64,8 +71,10 @@ def item_for(block: Any, call: Call, index: int) -> Item:
     return Item(original=block, kind="other")
 
 
-def _due(item: Item, call: Call, edge: int) -> bool:
+def _due(item: Item, call: Call, edge: int, rules: OffloadRules) -> bool:
     """Whether the per-block rule offloads this block."""
+    if modality_due(item, rules.profile):
+        return True
     if item.kind == "image":
         return image_due(item, call.rules, edge)
     if item.kind in ("audio", "blob"):
@@ -101,8 +110,8 @@ class Offloader:
     def _link(self, artifact: Artifact) -> dict[str, Any]:
         return self.writer.link(artifact, description=self.hint.link_description(artifact))
 
-    async def _downscale(self, artifact: Artifact, edge: int, inline_limit: int) -> dict[str, Any] | None:
-        block = await image_block_for(
+    async def _downscale(self, artifact: Artifact, edge: int, inline_limit: int) -> dict[str, Any] | NotShown:
+        block = await inline_image_for(
             artifact,
             service=self.store.service,
             caller=self.caller,
@@ -111,7 +120,9 @@ class Offloader:
             renditions=self.store.renditions,
             jpeg_fallback=True,
         )
-        return None if block is None else block.model_dump(by_alias=True, exclude_none=True, mode="json")
+        if isinstance(block, NotShown):
+            return block
+        return block.model_dump(by_alias=True, exclude_none=True, mode="json")
 
     async def _apply(self, call: Call, item: Item, *, level: int, edge: int) -> None:
         """Render ``item`` at ``level`` (1: per-block rule, 2: nothing inline but a line and a link)."""
@@ -119,9 +130,21 @@ class Offloader:
         link = self._link(artifact)
         read = self.hint.how_to_read(artifact)
         limit = call.rules.inline_limit
-        if item.kind == "image":
+        if modality_due(item, self.rules.profile):
+            await render_text_view(
+                item,
+                artifact,
+                views=views_for(self.store.service),
+                caller=self.caller,
+                link=link,
+                read=read,
+                level=level,
+                profile=self.rules.profile,
+                rules=call.rules,
+            )
+        elif item.kind == "image":
 
-            async def downscale(artifact: Artifact, edge: int) -> dict[str, Any] | None:
+            async def downscale(artifact: Artifact, edge: int) -> dict[str, Any] | NotShown:
                 return await self._downscale(artifact, edge, limit)
 
             await render_image(
@@ -131,7 +154,7 @@ class Offloader:
                 read=read,
                 level=level,
                 edge=edge,
-                inline_limit=limit,
+                profile=self.rules.profile,
                 downscale=downscale,
             )
         elif item.kind in ("audio", "blob"):
@@ -163,12 +186,17 @@ class Offloader:
         content = result.get("content")
         if not isinstance(content, list):
             return None
-        call = Call(tool=tool, arguments_sha256=canonical_digest(arguments), rules=rules)
+        call = Call(
+            tool=tool,
+            arguments_sha256=canonical_digest(arguments),
+            rules=rules,
+            file_name=file_name_of(arguments),
+        )
         items = [item_for(block, call, index) for index, block in enumerate(content)]
         images = sum(1 for item in items if item.kind == "image")
         edge = min(rules.image_long_edge, self.rules.profile.image_edge_limit(images))
         for item in items:
-            if item.has_payload and _due(item, call, edge):
+            if item.has_payload and _due(item, call, edge, self.rules):
                 await self._apply(call, item, level=1, edge=edge)
         structured = result.get("structuredContent")
         has_structured = "structuredContent" in result
@@ -202,6 +230,9 @@ class Offloader:
         """Offload ``item`` one step further: an inline image is halved in size down to
         :data:`~mcp_resources.proxy.image_rule.MIN_IMAGE_EDGE` before it is only linked; a text is cut to
         its preview, then only linked."""
+        if modality_due(item, self.rules.profile):
+            await self._apply(call, item, level=2, edge=edge)
+            return
         if item.kind == "image":
             half = halved_edge(item)
             if half is not None:
@@ -214,10 +245,10 @@ class Offloader:
         await self._apply(call, item, level=1 if cut else 2, edge=edge)
 
     def _duplicates(self, items: list[Item]) -> dict[str | LongString, dict[str, Any]]:
-        """Base64 payloads the proxy offloaded, each with its replacements (see structured.py)."""
+        """Payloads the proxy offloaded (base64 or text), each with its replacements (see structured.py)."""
         found: dict[str | LongString, dict[str, Any]] = {}
         for item in items:
-            if item.changed and item.artifact is not None and item.kind in BINARY_KINDS:
+            if item.changed and item.artifact is not None and item.kind in (*BINARY_KINDS, *TEXT_KINDS):
                 assert item.payload is not None
                 found[item.payload] = {
                     "uri": item.artifact.uri,
@@ -260,7 +291,8 @@ class Offloader:
         tokens: int,
     ) -> dict[str, Any]:
         """Last resort: store the whole result as JSON and link it."""
-        artifact = await self.writer.store_json(call, result, name=f"{call.tool}.json")
+        name = whole_result_name(tool=call.tool, arguments_sha256=call.arguments_sha256)
+        artifact = await self.writer.store_json(call, result, name=name)
         profile = self.rules.profile
         line = whole_result_line(
             artifact,

@@ -22,12 +22,13 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
-from mcp.types import PROTOCOL_VERSION_META_KEY
+from mcp.types import CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 
 from blobstore.errors import BlobstoreError, MessageRefused, UpstreamUnavailable
 from mcp_resources.errors import error_data, jsonrpc_code, to_mcp_error
 from mcp_resources.proxy.argument_handles import Refusal, ToolArguments
 from mcp_resources.proxy.contracts import OffloaderFactory, ResultOffloader
+from mcp_resources.proxy.host_choice import HostChoice, with_instructions
 from mcp_resources.proxy.ids import IdMap, Own, Pending, Raw, restore_id
 from mcp_resources.proxy.local import LocalStore
 from mcp_resources.proxy.long_values import LongString, MessageSinks, json_parts, json_stream
@@ -64,6 +65,7 @@ class Relay:
         offloader: OffloaderFactory,
         arguments: ToolArguments,
         read_tool: bool = True,
+        host_choice: HostChoice | None = None,
     ) -> None:
         self.host = host
         self.upstream = upstream
@@ -80,6 +82,8 @@ class Relay:
             arguments=arguments,
         )
         self.arguments = arguments
+        self.host_choice = host_choice
+        """The host profile in force, picked from the client's clientInfo at the handshake unless fixed."""
         self._envelope: dict[str, Any] | None = None  # the host's latest 2026-07-28 _meta envelope
         self._tasks: set[asyncio.Task[None]] = set()
         self._host_lock = asyncio.Lock()
@@ -442,7 +446,10 @@ class Relay:
             return
         await self.store_side.initialize(pending.params)
         self._learn_name(result)
-        await self.answer(pending.host_id, {"result": with_store_capabilities(result)})
+        answer = with_store_capabilities(result)
+        if self.host_choice is not None:
+            answer = with_instructions(answer, self.host_choice.pick(pending.params.get("clientInfo")))
+        await self.answer(pending.host_id, {"result": answer})
 
     async def _discovered_response(self, pending: Pending, raw: Raw, message: dict[str, Any]) -> None:
         result = message.get("result")
@@ -451,7 +458,12 @@ class Relay:
             return
         self._spawn(self.catalog.prefetch())
         self._learn_name(result)
-        await self.answer(pending.host_id, {"result": with_store_capabilities(result)})
+        answer = with_store_capabilities(result)
+        if self.host_choice is not None:
+            meta = pending.params.get("_meta")
+            client = meta.get(CLIENT_INFO_META_KEY) if isinstance(meta, dict) else None
+            answer = with_instructions(answer, self.host_choice.pick(client))
+        await self.answer(pending.host_id, {"result": answer})
 
     async def _call_after_tools(self, message: dict[str, Any], pending: Pending) -> None:
         """A call that waits for the tools to be listed, or whose artifact URIs are resolved first."""

@@ -13,10 +13,12 @@ from typing import Any
 from mcp.shared.exceptions import MCPError
 
 from blobstore.errors import RangeRequired
+from blobstore.media import file_extension
 from mcp_resources.errors import error_data, jsonrpc_code
-from mcp_resources.proxy.items import Call, Item, extension, uri_leaf, usable_name
+from mcp_resources.proxy.items import Call, Item
 from mcp_resources.proxy.long_values import StagedPayload
 from mcp_resources.proxy.measure import ENVELOPE_BYTES, compact_size, decode_base64
+from mcp_resources.proxy.names import uri_leaf, usable_name
 from mcp_resources.proxy.rules import OffloadRules
 from mcp_resources.proxy.storing import ArtifactWriter, canonical_digest
 from mcp_resources.uris import WINDOW_META_KEY, WINDOW_URI_TEMPLATE, window_uri
@@ -104,7 +106,7 @@ def _resource_item(content: dict[str, Any], uri: str, index: int) -> Item:
     fallback = "text/plain" if "text" in content else "application/octet-stream"
     mime = str(content.get("mimeType") or fallback)
     leaf = uri_leaf(str(content.get("uri") or uri))
-    name = leaf if usable_name(leaf) else f"resource-{index}{extension(mime)}"
+    name = leaf if usable_name(leaf) else f"resource-{index}{file_extension(mime)}"
     return Item(original=content, kind="blob", raw=raw, staged=staged, mime_type=mime, name=name)
 
 

@@ -1,8 +1,8 @@
 """Offload rules: host profiles, per-result budgets and per-tool overrides from a TOML file.
 
 A result's budget is counted in bytes (its compact JSON, UTF-8) and in estimated tokens: every inline image
-costs :func:`~mcp_resources.content.estimate_image_tokens` of its pixel size, everything else one token per
-:data:`BYTES_PER_TOKEN` bytes of its JSON. The host profile gives the caps; the per-tool file
+costs :func:`~mcp_resources.results.content.estimate_image_tokens` of its pixel size, everything else one
+token per :data:`BYTES_PER_TOKEN` bytes of its JSON. The host profile gives the caps; the per-tool file
 (``--offload-config``) changes thresholds and marks tools never or always offloaded.
 """
 
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from blobstore.config import Settings
-from mcp_resources.binary_schema import Form
 from mcp_resources.proxy.argument_config import ArgumentModes, checked, directory_of, tool_modes
+from mcp_resources.tools.binary_schema import Form
 
 MiB: Final = 1024 * 1024
 BYTES_PER_TOKEN: Final = 4
@@ -29,6 +29,10 @@ MANY_IMAGES: Final = 20
 """Above this many images in one result, the profile's smaller edge limit applies."""
 
 OffloadMode = Literal["auto", "never", "always"]
+Takes = Literal["yes", "no", "not known"]
+"""Whether a host's model takes a modality: as its documentation or its maintainers say, or not known."""
+MODALITIES: Final = ("image", "audio")
+"""The modalities of MCP content blocks besides text."""
 
 
 class OffloadConfigError(Exception):
@@ -51,6 +55,19 @@ class HostProfile:
     max_text_chars: int | None = None
     """A text result longer than this the host writes to a file and shows a preview of; texts past it are
     offloaded by the proxy instead."""
+    image: Takes = "not known"
+    """Whether the host's model takes ``image`` blocks (sources in docs/proxy.md, "Host profiles")."""
+    audio: Takes = "not known"
+    """Whether the host's model takes ``audio`` blocks."""
+
+    def takes(self, modality: str) -> bool:
+        """Whether a block of ``modality`` is worth sending: yes, and also where it is not known (MCP lets a
+        host take it, and the proxy changes nothing it cannot tell is lost)."""
+        return getattr(self, modality, "not known") != "no" if modality in MODALITIES else True
+
+    def modalities_line(self) -> str:
+        """``images: yes, audio: no``."""
+        return f"images: {self.image}, audio: {self.audio}"
 
     def image_edge_limit(self, images: int) -> int:
         return self.max_image_edge_many if images > MANY_IMAGES else self.max_image_edge
@@ -88,27 +105,67 @@ WINDOW_ANSWER_OVERHEAD: Final = 8 * 1024
 WINDOW_STEP: Final = 4 * 1024
 
 
-def _strictest(name: str) -> HostProfile:
+def _strictest(name: str, *, image: Takes = "not known", audio: Takes = "not known") -> HostProfile:
     """The strictest caps known (Claude Code's), for it and for hosts that document no caps of their own."""
     return HostProfile(
-        name, MiB, 25_000, 8000, max_image_bytes=CLAUDE_IMAGE_BYTES, max_text_chars=CLAUDE_CODE_TEXT_CHARS
+        name,
+        MiB,
+        25_000,
+        8000,
+        max_image_bytes=CLAUDE_IMAGE_BYTES,
+        max_text_chars=CLAUDE_CODE_TEXT_CHARS,
+        image=image,
+        audio=audio,
     )
 
 
 HOST_PROFILES: Final[Mapping[str, HostProfile]] = {
     # "result exceeds maximum length of 1048576"; no token cap of its own, so the byte cap sets the tokens.
+    # Claude takes images, and no audio: its API has no audio input.
     "claude-desktop": HostProfile(
-        "claude-desktop", MiB, MiB // BYTES_PER_TOKEN, 8000, max_image_bytes=CLAUDE_IMAGE_BYTES
+        "claude-desktop",
+        MiB,
+        MiB // BYTES_PER_TOKEN,
+        8000,
+        max_image_bytes=CLAUDE_IMAGE_BYTES,
+        image="yes",
+        audio="no",
     ),
     # Warns above 10,000 tokens, refuses over MAX_MCP_OUTPUT_TOKENS (25,000 by default).
-    "claude-code": _strictest("claude-code"),
-    "vscode-copilot": _strictest("vscode-copilot"),
-    "cursor": _strictest("cursor"),
-    "gemini-cli": _strictest("gemini-cli"),
-    # Unknown host: the strictest known caps.
+    "claude-code": _strictest("claude-code", image="yes", audio="no"),
+    "vscode-copilot": _strictest("vscode-copilot", image="yes"),
+    "cursor": _strictest("cursor", image="yes"),
+    "gemini-cli": _strictest("gemini-cli", image="yes", audio="yes"),
+    # Unknown host: the strictest known caps, and every modality passed as it comes.
     "generic": _strictest("generic"),
 }
 DEFAULT_PROFILE: Final = "generic"
+
+CLIENT_NAMES: Final[Mapping[str, str]] = {
+    # clientInfo.name at initialize -> profile (sources in docs/proxy.md, "Which host is it").
+    "claude-code": "claude-code",
+    "claude-ai": "claude-desktop",
+    "Visual Studio Code": "vscode-copilot",
+    "Visual Studio Code - Insiders": "vscode-copilot",
+    "Visual-Studio-Code": "vscode-copilot",
+    "cursor-vscode": "cursor",
+    "gemini-cli-mcp-client": "gemini-cli",
+}
+
+
+def profile_for_client(client_info: Any) -> tuple[str, str]:
+    """The profile for the client that named itself ``client_info`` (``initialize``'s ``clientInfo``), and
+    why: ``("claude-code", "the client's clientInfo.name is 'claude-code'")``; ``generic`` for a client
+    that names no known host."""
+    name = client_info.get("name") if isinstance(client_info, dict) else None
+    if not isinstance(name, str) or not name:
+        return DEFAULT_PROFILE, "the client sent no clientInfo.name"
+    shown = name[:80]
+    found = CLIENT_NAMES.get(name)
+    if found is None:
+        return DEFAULT_PROFILE, f"the client's clientInfo.name {shown!r} is no host this proxy knows"
+    return found, f"the client's clientInfo.name is {shown!r}"
+
 
 _THRESHOLD_KEYS: Final = ("inline_limit", "image_long_edge", "text_threshold", "text_preview")
 

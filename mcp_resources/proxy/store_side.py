@@ -12,10 +12,10 @@ from typing import Any, Final
 
 from mcp.types import INVALID_PARAMS, METHOD_NOT_FOUND
 
-from mcp_resources.compose import HOST_CURSOR, STORE_CURSOR
 from mcp_resources.proxy.contracts import Replies
 from mcp_resources.proxy.ids import Pending, Raw
 from mcp_resources.proxy.local import READ_TOOL, LocalStore
+from mcp_resources.transports.compose import HOST_CURSOR, STORE_CURSOR
 from mcp_resources.uris import is_store_uri
 
 SERVER_INFO_META_KEY: Final = "io.modelcontextprotocol/serverInfo"

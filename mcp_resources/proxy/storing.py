@@ -11,10 +11,10 @@ from typing import Any, Final
 from blobstore.audit import AuditLog
 from blobstore.models import Artifact, Caller
 from blobstore.validation import validate_metadata, validate_mime, validate_name
-from mcp_resources.content import resource_link_for
 from mcp_resources.embed import EmbeddedStore
 from mcp_resources.proxy.items import Call, Item
 from mcp_resources.proxy.long_values import LongString, StagedPayload, json_parts, json_stream
+from mcp_resources.results.content import resource_link_for
 
 SOURCE: Final = "proxy"
 GENERIC_TYPE: Final = "application/octet-stream"

@@ -1,14 +1,17 @@
-"""Base64 in ``structuredContent`` that duplicates a block the proxy offloaded.
+"""Payloads in ``structuredContent`` that duplicate a block the proxy offloaded: stored once, referenced.
 
 Servers mirror their content blocks in ``structuredContent`` (the reference filesystem server's
-``read_media_file`` returns ``{"content": [{"type": "image", "data": ..., "mimeType": ...}]}`` there too), so
-offloading ``content`` alone would leave the payload in the result. Each string in ``structuredContent`` that
-is exactly the base64 of an offloaded block is replaced by the first of these that keeps the document valid
-under the tool's ``outputSchema`` (any of them when the tool has none):
+``read_media_file`` returns ``{"content": [{"type": "image", "data": ..., "mimeType": ...}]}`` there too, and
+an ``MCPServer`` tool returning a ``str`` returns ``{"result": <the text>}``), so offloading ``content`` alone
+would leave the payload in the result. A payload is stored once and referenced: each string in
+``structuredContent`` that is exactly an offloaded block's payload (its base64, or its text) is replaced by
+the first of these that keeps the document valid under the tool's ``outputSchema`` (the first when the tool
+has none):
 
-1. in the object holding it, the downscaled image's base64 (and its ``mimeType``) when the model got one;
-2. the whole object holding it replaced by the ``resource_link`` block of the stored original;
-3. the string replaced by the stored artifact's URI.
+1. the whole object holding it replaced by the ``resource_link`` block of the stored original;
+2. the string replaced by the stored artifact's URI;
+3. in the object holding it, the downscaled image's base64 (and its ``mimeType``) when the model got one: a
+   copy of what ``content`` shows, counted against the budget as text, so only where no reference is valid.
 
 When none validates, the payload stays where it is and a warning names the tool and the JSON pointer (never
 the content); the result's budget then decides whether it must be stored whole. Strings that duplicate no
@@ -61,20 +64,21 @@ def _set(doc: Any, path: Path, value: Any) -> Any:
 
 
 def _candidates(doc: Any, path: Path, found: Mapping[str, Any]) -> list[tuple[Path, Any]]:
-    """(where, new value) replacements for the payload at ``path``, preferred first."""
+    """(where, new value) replacements for the payload at ``path``, preferred first: references to the stored
+    artifact, then the downscaled image's bytes (which ``content`` carries already)."""
     options: list[tuple[Path, Any]] = []
     parent_path = path[:-1]
     parent = _get(doc, parent_path) if path else None
     if isinstance(parent, dict):
-        image = found.get("image")
-        if image is not None:
-            smaller = dict(parent)
-            smaller[path[-1]] = image["data"]
-            if "mimeType" in smaller:
-                smaller["mimeType"] = image["mimeType"]
-            options.append((parent_path, smaller))
         options.append((parent_path, found["link"]))
     options.append((path, found["uri"]))
+    image = found.get("image")
+    if isinstance(parent, dict) and image is not None:
+        smaller = dict(parent)
+        smaller[path[-1]] = image["data"]
+        if "mimeType" in smaller:
+            smaller["mimeType"] = image["mimeType"]
+        options.append((parent_path, smaller))
     return options
 
 
@@ -87,8 +91,8 @@ def replace_duplicates(
 ) -> Any:
     """``structured`` with offloaded payloads replaced (see the module doc); the same object when unchanged.
 
-    ``duplicates`` maps each offloaded base64 string to ``{"uri", "link", "image"}``: the stored artifact's
-    URI, its ``resource_link`` block, and the inline downscaled image block (or None).
+    ``duplicates`` maps each offloaded payload (base64 or text) to ``{"uri", "link", "image"}``: the stored
+    artifact's URI, its ``resource_link`` block, and the inline downscaled image block (or None).
     """
     if not duplicates:
         return structured

@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from blobstore.models import Artifact
-from mcp_resources.proxy.items import Call, Item, Kind, uri_leaf, usable_name
+from mcp_resources.proxy.items import Call, Item, Kind
 from mcp_resources.proxy.lines import text_cut_line
 from mcp_resources.proxy.long_values import StagedPayload
+from mcp_resources.proxy.names import uri_leaf, usable_name
 from mcp_resources.proxy.rules import ToolRules
 
 
@@ -35,13 +36,14 @@ def _text_item(block: dict[str, Any], text: str | StagedPayload, kind: Kind, mim
 
 
 def text_item(block: dict[str, Any], call: Call, index: int) -> Item:
-    return _text_item(block, block["text"], "text", "text/plain", f"{call.tool}-{index}.txt")
+    name = call.payload_name(index, "text/plain", text=True)
+    return _text_item(block, block["text"], "text", "text/plain", name)
 
 
 def resource_text_item(block: dict[str, Any], resource: dict[str, Any], call: Call, index: int) -> Item:
     leaf = uri_leaf(str(resource.get("uri") or ""))
     mime = str(resource.get("mimeType") or "") or "text/plain"
-    name = leaf if usable_name(leaf) else f"{call.tool}-{index}.txt"
+    name = leaf if usable_name(leaf) else call.payload_name(index, mime, text=True)
     return _text_item(block, resource["text"], "resource-text", mime, name)
 
 

@@ -23,7 +23,7 @@ from mcp_resources.proxy.message_reader import (
     MessageReader,
     Whole,
 )
-from mcp_resources.stdio import LINE_LIMIT, HostStdio
+from mcp_resources.transports.stdio import LINE_LIMIT, HostStdio
 
 __all__ = ["LINE_LIMIT", "Channel", "HostStdio", "StdioUpstream", "Upstream"]
 

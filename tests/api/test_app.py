@@ -43,7 +43,9 @@ async def test_extension_lifespan_gets_the_service_and_its_app_is_mounted(
     async with app.router.lifespan_context(app):
         assert extension.events == ["enter"]
         assert extension.service is service
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+        ) as http:
             response = await http.get("/ext/anything")
         assert response.text.startswith("mounted")
     assert extension.events == ["enter", "exit"]
@@ -52,7 +54,7 @@ async def test_extension_lifespan_gets_the_service_and_its_app_is_mounted(
 
 async def test_lifespan_opens_and_closes_its_own_service(settings: Settings) -> None:
     app = create_app(settings)
-    async with app_client(app, "http://t") as http:
+    async with app_client(app, "http://127.0.0.1") as http:
         created = await http.post("/v1/artifacts", params={"name": "a"}, content=b"abc")
         assert created.status_code == 201
     assert not hasattr(app.state, "blobstore")

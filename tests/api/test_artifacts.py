@@ -198,7 +198,7 @@ async def test_get_returns_the_artifact_json_with_a_resource_link(
         "pinned",
         "content_url",
     }
-    assert artifact["content_url"] == f"http://test/v1/artifacts/{stored['id']}/content"
+    assert artifact["content_url"] == f"http://127.0.0.1/v1/artifacts/{stored['id']}/content"
     assert artifact["resource_link"] == {
         "type": "resource_link",
         "uri": f"blobstore://artifacts/{stored['id']}",

@@ -47,7 +47,7 @@ async def failing_client(settings: Settings, service: ArtifactService) -> Any:
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://t") as http,
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http,
     ):
         yield http
 

@@ -38,6 +38,22 @@ def test_first_write_reports_both_writes_and_leaves_no_file(tmp_path: Path) -> N
     assert list(tmp_path.iterdir()) == []
 
 
+def test_media_length_reports_what_each_file_claims_and_measures() -> None:
+    out = run("bench/media_length.py", "--hours", "0.01", "--runs", "1")
+    found: dict[str, str] = {}
+    for line in out.splitlines()[:5]:
+        matched = re.fullmatch(r"(.+): claims [0-9.]+ s, measured ([0-9.]+) s, [0-9.]+ ms", line)
+        assert matched is not None, line
+        found[matched.group(1)] = matched.group(2)
+    assert float(found["whole recording"]) == pytest.approx(36.0, abs=0.1)
+    assert float(found["first 50 % of it"]) == pytest.approx(18.0, abs=0.5)
+    assert float(found["1 s claiming 10 h"]) == pytest.approx(1.0, abs=0.1)
+    assert [line.split(":")[0] for line in out.splitlines()[5:]] == [
+        "whole recording, every packet demuxed",
+        "whole recording, every frame decoded",
+    ]
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -11,7 +11,7 @@ from blobstore.cleanup import run_cleanup
 from blobstore.models import Caller
 from blobstore.runtime import cleanup_parts
 from blobstore.service import ArtifactService
-from mcp_resources.server import create_server, fixed_caller
+from mcp_resources.transports.server import create_server, fixed_caller
 from tests.cleanup.helpers import FakeClock, artifact_rows, upload
 from tests.fixtures.asgi import app_client
 

@@ -54,7 +54,7 @@ def make_client(transport: FaultyTransport, state_store: UploadStateStore) -> Cl
     def make(**options: Any) -> AsyncBlobstoreClient:
         values: dict[str, Any] = {"transport": transport, "state_store": state_store, "retry": FAST_RETRY}
         values.update(options)
-        return AsyncBlobstoreClient("http://testserver", **values)
+        return AsyncBlobstoreClient("http://127.0.0.1", **values)
 
     return make
 

@@ -195,7 +195,12 @@ def test_the_console_in_a_real_browser(
         assert stored["sha256"] == hashlib.sha256(data).hexdigest(), name
         assert stored["size"] == len(data)
     assert {row["dedup"] for row in rows.values()} == {"new"}
-    assert seen["duplicate"]["dedup"] == "already stored"
+    assert seen["duplicate"]["dedup"] == "same content"
+    # A new artifact over content the namespace held already: both named, and no new bytes.
+    picture_id = rows["picture.png"]["artifactId"]
+    assert seen["duplicateStatus"] == (
+        f"stored as {seen['duplicate']['artifactId']}: same content as {picture_id}, no new bytes"
+    )
 
     # A folder: its files under their paths in it.
     assert sorted(seen["folder"]) == ["album/one.txt", "album/two.txt"]
@@ -211,8 +216,7 @@ def test_the_console_in_a_real_browser(
 
     # Previews: the image scaled down to 1024 pixels, then at full size; integrity verified on request.
     assert seen["image"] == {"scaled": 1024, "full": 1200}
-    assert seen["verify"].startswith("XXH3 blocks verified: 1 of ")
-    assert seen["verify"].endswith("SHA-256 matches")
+    assert seen["verify"] == "1 block of 1 MiB, checked against its XXH3-128; SHA-256 matches"
     # Text: the head first, the rest by ranges on request, every character in place.
     assert seen["text"]["head"] < len(long_text)
     assert seen["text"]["whole"] == long_text
@@ -253,6 +257,7 @@ def test_the_console_in_a_real_browser(
     # Operate: usage of both namespaces' store, a dry run as a table, and the delete.
     assert any(row.startswith("alpha") for row in seen["usage"])
     assert seen["cleanup"]["summary"].startswith("Dry run: would free")
+    assert seen["cleanupUrl"] == f"{server.url}/console/operate#cleanup"
     assert seen["cleanup"]["steps"] == ["expire", "uploads", "blobs", "orphans"]
     assert seen["duplicate"]["artifactId"] not in seen["afterDelete"]
     gone = httpx.get(f"{server.url}/v1/artifacts/{seen['duplicate']['artifactId']}", headers=auth)

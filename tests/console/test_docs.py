@@ -30,7 +30,9 @@ def make_link(browser: httpx.Client, artifact_id: str, expires: str) -> str:
     csrf = CSRF.search(page.text)
     assert csrf is not None
     answer = browser.post(
-        f"/console/artifacts/{artifact_id}/share", data={"csrf": csrf.group(1), "expires": expires}
+        f"/console/artifacts/{artifact_id}/share",
+        data={"csrf": csrf.group(1), "expires": expires},
+        follow_redirects=True,
     )
     found = SHARE.search(answer.text)
     assert found is not None, answer.text

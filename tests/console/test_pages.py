@@ -21,6 +21,7 @@ from blobstore.models import Caller, Scope
 from blobstore.service import ArtifactService
 from tests.console.conftest import BASE, Login, Store, client_for, csrf_of
 from tests.fixtures.asgi import app_client
+from tests.fixtures.png_chunks import tiny_image_png
 from tests.fixtures.settings import make_settings
 from tests.security.conftest import Tenant, issue
 
@@ -45,11 +46,16 @@ async def test_login_sets_an_httponly_strict_cookie_scoped_to_the_console(
         answer = await browser.post("/console/login", data={"token": tenant_a.token})
     assert answer.status_code == 303
     assert answer.headers["location"] == "/console/artifacts"
-    cookie = answer.headers["set-cookie"].lower()
+    [cleared, cookie] = [header.lower() for header in answer.headers.get_list("set-cookie")]
+    assert cookie.startswith("blobstore_console=")
     assert "httponly" in cookie
     assert "samesite=strict" in cookie
     assert "path=/console" in cookie
     assert "secure" not in cookie  # plain http here; https sets it
+    # The one a page on another port of this host may have set at the root is cleared.
+    assert cleared.startswith('blobstore_console=""')
+    assert "path=/;" in cleared
+    assert "max-age=0" in cleared
 
 
 async def test_the_cookie_is_secure_behind_an_https_public_url(
@@ -66,9 +72,11 @@ async def test_the_cookie_is_secure_behind_an_https_public_url(
 async def test_a_wrong_token_gets_the_form_again_and_no_cookie(app: FastAPI, tenant_a: Tenant) -> None:
     async with client_for(app) as browser:
         answer = await browser.post("/console/login", data={"token": tenant_a.token[:-2] + "xx"})
-        assert answer.status_code == 401
+        assert answer.status_code == 303
+        assert answer.headers["location"] == "/console/login?failed=unknown"
         assert "set-cookie" not in answer.headers
-        assert 'id="login-error"' in answer.text
+        form = await browser.get(answer.headers["location"])
+        assert 'id="login-error">No such token.<' in form.text
         page = await browser.get("/console/artifacts")
     assert page.status_code == 303
     assert page.headers["location"] == "/console/login"
@@ -132,7 +140,7 @@ async def test_every_change_without_the_csrf_token_is_refused(
             data={"csrf": token},
             headers={"Origin": "https://evil.example"},
         )
-        assert foreign.status_code == 403
+        assert (foreign.status_code, foreign.json()["code"]) == (403, "cross_origin_refused")
         # Through the bridge to the API: a change needs the header.
         bridged = await browser.post("/console/api/v1/uploads", json={"name": "x"})
         assert bridged.status_code == 403
@@ -141,11 +149,10 @@ async def test_every_change_without_the_csrf_token_is_refused(
         )
         assert allowed.status_code == 201
         # A login posted from another site is refused before any token is looked at.
-        assert (
-            await browser.post(
-                "/console/login", data={"token": tenant_a.token}, headers={"Origin": "https://evil.example"}
-            )
-        ).status_code == 403
+        foreign_login = await browser.post(
+            "/console/login", data={"token": tenant_a.token}, headers={"Origin": "https://evil.example"}
+        )
+        assert (foreign_login.status_code, foreign_login.json()["code"]) == (403, "cross_origin_refused")
         # Nothing was deleted, pinned or shared.
         artifact = await service.get_artifact(Caller("alpha"), artifact_id)
         assert not artifact.pinned
@@ -294,6 +301,22 @@ async def test_an_image_gets_a_bounded_cached_thumbnail(login: Login, tenant_a: 
     assert odd.status_code == 400
 
 
+async def test_an_image_browsers_show_gets_its_thumbnail_and_preview(
+    login: Login, tenant_a: Tenant, store: Store
+) -> None:
+    # server-everything's tiny image: its iCCP chunk fails its CRC, which browsers drop.
+    artifact_id = await store(tenant_a, tiny_image_png(), "tiny.png", mime_type="image/png")
+    async with login(tenant_a) as browser:
+        page = await browser.get(f"/console/artifacts/{artifact_id}")
+        preview = await browser.get(f"/console/artifacts/{artifact_id}/thumbnail", params={"edge": 1024})
+        thumbnail = await browser.get(f"/console/artifacts/{artifact_id}/thumbnail")
+    assert f'src="/console/artifacts/{artifact_id}/thumbnail?edge=1024"' in page.text
+    for answer in (preview, thumbnail):
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["content-type"] in {"image/png", "image/jpeg"}
+        assert Image.open(io.BytesIO(answer.content)).size == (20, 20)
+
+
 async def test_an_image_bomb_gets_no_thumbnail(login: Login, tenant_a: Tenant, store: Store) -> None:
     # A PNG whose header claims 20000 x 20000 pixels, far past the decode limit, in a few hundred bytes.
     out = io.BytesIO()
@@ -333,11 +356,13 @@ async def test_operate_shows_usage_and_runs_cleanup_as_a_dry_run_first(
         assert tenant_a.token_id in page.text
         assert tenant_a.token not in page.text
         token = await csrf_of(browser, "/console/operate")
-        dry = await browser.post("/console/operate/cleanup", data={"csrf": token})
+        dry = await browser.post("/console/operate/cleanup", data={"csrf": token}, follow_redirects=True)
         assert dry.status_code == 200
         assert "Dry run: would free" in dry.text
         assert 'id="cleanup-report"' in dry.text
-        run = await browser.post("/console/operate/cleanup", data={"csrf": token, "run": "1"})
+        run = await browser.post(
+            "/console/operate/cleanup", data={"csrf": token, "run": "1"}, follow_redirects=True
+        )
         assert run.status_code == 200
         assert "Freed" in run.text
 
@@ -414,7 +439,9 @@ async def test_a_bridged_request_is_logged_with_its_api_route_and_no_secrets(
             f"/console/api/v1/artifacts/{artifact_id}/content", headers={"Range": "bytes=2-4"}
         )
         link_page = await browser.post(
-            f"/console/artifacts/{artifact_id}/share", data={"csrf": await csrf_of(browser), "expires": "1h"}
+            f"/console/artifacts/{artifact_id}/share",
+            data={"csrf": await csrf_of(browser), "expires": "1h"},
+            follow_redirects=True,
         )
     assert ranged.status_code == 206
     assert ranged.content == b"234"

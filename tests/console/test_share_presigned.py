@@ -33,7 +33,9 @@ async def test_a_share_link_on_s3_is_a_presigned_url_of_the_chosen_lifetime(
         csrf = CSRF.search(page.text)
         assert csrf is not None
         shared = await browser.post(
-            f"/console/artifacts/{artifact_id}/share", data={"csrf": csrf.group(1), "expires": "2h"}
+            f"/console/artifacts/{artifact_id}/share",
+            data={"csrf": csrf.group(1), "expires": "2h"},
+            follow_redirects=True,
         )
     found = SHARE.search(shared.text)
     assert found is not None, shared.text

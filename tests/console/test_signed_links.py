@@ -1,9 +1,9 @@
-"""Signed links: the signature covers the exact path and expiry, an expired, altered or re-keyed link is
-refused, and the key lives in the data directory (0600) unless the setting gives it."""
+"""Signed links: the signature covers the exact path, expiry and minter, an expired, altered or re-keyed link
+is refused, and the key file of an earlier version is read when it holds a usable key."""
 
 from __future__ import annotations
 
-import stat
+import base64
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from blobstore.errors import InvalidRequest, LinkRefused
-from blobstore.signed_links import KEY_FILE_NAME, LinkSigner, load_key, rotate_key
+from blobstore.signed_links import KEY_FILE_NAME, LinkSigner, read_key_file
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 SIGNER = LinkSigner(b"k" * 32)
@@ -64,20 +64,27 @@ def test_only_plain_paths_are_signed(path: str) -> None:
         SIGNER.sign(path, NOW)
 
 
-def test_derived_keys_differ_by_purpose_and_from_the_link_key() -> None:
-    assert SIGNER.derive("a") != SIGNER.derive("b")
-    assert SIGNER.derive("a") != b"k" * 32
-
-
-def test_the_key_file_is_made_once_private_and_rotation_revokes(tmp_path: Path) -> None:
-    first = load_key(tmp_path)
-    assert load_key(tmp_path) == first
-    assert stat.S_IMODE((tmp_path / KEY_FILE_NAME).stat().st_mode) == 0o600
-    link = LinkSigner(first).sign("/share/alpha/a_1", NOW + timedelta(minutes=5))
-    rotated = rotate_key(tmp_path)
-    assert rotated != first
-    assert load_key(tmp_path) == rotated
+def test_a_links_minter_is_signed_and_named_in_its_query() -> None:
+    link = SIGNER.sign("/share/alpha/a_123", NOW + timedelta(hours=1), minter="Sk6s0lOD7ShR8uIW")
+    assert link.target == (
+        f"/share/alpha/a_123?expires={link.expires}&by=Sk6s0lOD7ShR8uIW&sig={link.signature}"
+    )
+    assert SIGNER.verify(link.path, link.expires, link.signature, now=NOW, minter="Sk6s0lOD7ShR8uIW")
+    for other in (None, "local", "Sk6s0lOD7ShR8uIX"):
+        with pytest.raises(LinkRefused):
+            SIGNER.verify(link.path, link.expires, link.signature, now=NOW, minter=other)
+    # Nor does a link without a minter pass for one with, or the reverse.
     with pytest.raises(LinkRefused):
-        LinkSigner(rotated).verify(link.path, link.expires, link.signature, now=NOW)
-    # The setting wins over the file.
-    assert load_key(tmp_path, "s" * 40) == b"s" * 40
+        SIGNER.verify(LINK.path, LINK.expires, LINK.signature, now=NOW, minter="local")
+    for bad in ("", "a b", "a\nb"):
+        with pytest.raises(InvalidRequest):
+            SIGNER.sign("/share/alpha/a_1", NOW, minter=bad)
+
+
+def test_the_key_file_of_an_earlier_version_is_read_when_usable(tmp_path: Path) -> None:
+    assert read_key_file(tmp_path) is None
+    (tmp_path / KEY_FILE_NAME).write_bytes(base64.urlsafe_b64encode(b"e" * 32) + b"\n")
+    assert read_key_file(tmp_path) == b"e" * 32
+    for garbage in (b"not base64 at all!", base64.urlsafe_b64encode(b"short"), b"\xff\xfe"):
+        (tmp_path / KEY_FILE_NAME).write_bytes(garbage)
+        assert read_key_file(tmp_path) is None

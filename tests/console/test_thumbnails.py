@@ -9,6 +9,7 @@ import pytest
 from PIL import Image
 
 from blobstore.api.console.thumbnails import NoThumbnail, Thumbnail, ThumbnailCache, make_thumbnail
+from tests.fixtures.png_chunks import rebuilt, tiny_image_png
 
 
 def encoded(image: Image.Image, fmt: str = "PNG") -> bytes:
@@ -35,6 +36,14 @@ def test_transparency_keeps_a_png_and_a_small_image_is_never_enlarged() -> None:
 def test_what_pillow_cannot_read_has_no_thumbnail(data: bytes) -> None:
     with pytest.raises(NoThumbnail):
         make_thumbnail(data, 160)
+
+
+def test_a_png_is_read_as_browsers_read_it() -> None:
+    # The ancillary iCCP chunk whose CRC fails is dropped; a critical chunk whose CRC fails is refused.
+    made = make_thumbnail(tiny_image_png(), 160)
+    assert (made.width, made.height) == (20, 20)
+    with pytest.raises(NoThumbnail, match="IDAT"):
+        make_thumbnail(rebuilt(tiny_image_png(), fix=True, corrupt=b"IDAT"), 160)
 
 
 def test_the_cache_drops_the_least_recently_used_beyond_its_bytes() -> None:

@@ -7,104 +7,19 @@ import os
 import re
 import shutil
 import signal
-import subprocess
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.files import write_distinct_blocks
-from tests.fixtures.server import BLOBSTORE, Server, cli_env, serving
+from tests.fixtures.server import Server, cli_env, serving
+from tests.fixtures.terminal import WAIT_DEADLINE_SECONDS, Tmux
 from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
-WAIT_DEADLINE_SECONDS = 180.0
 RESULT_LINE = re.compile(r"a_[A-Za-z0-9_-]{20,}  \d+\.\d MiB  (\S+)(, resumed: \d+ chunks already there)?")
-
-
-class Tmux:
-    """A private tmux server (its own socket) whose panes stay after their command exits."""
-
-    def __init__(self, env: dict[str, str], cwd: Path) -> None:
-        self.socket = f"blobstore-test-{uuid.uuid4().hex[:12]}"
-        self.env = env | {"TERM": "xterm-256color"}
-        self.cwd = cwd
-
-    def tmux(self, *args: str) -> str:
-        done = subprocess.run(
-            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
-            env=self.env,
-            cwd=self.cwd,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        return done.stdout
-
-    def run(self, name: str, args: list[str]) -> None:
-        """Start ``blobstore ARGS`` in a new 120x40 window ``name``; it stays after the command exits.
-
-        bash runs it and writes its exit status to a file (bash goes on after a child that handled Ctrl-C
-        itself), which is more dependable than asking tmux for the status of a dead pane."""
-        command = " ".join([str(BLOBSTORE), *args])
-        status_file = self.cwd / f"{name}.exit"
-        status_file.unlink(missing_ok=True)
-        self.tmux(
-            "start-server",
-            ";",
-            "set-option",
-            "-g",
-            "remain-on-exit",
-            "on",
-            ";",
-            "new-session",
-            "-d",
-            "-x",
-            "120",
-            "-y",
-            "40",
-            "-s",
-            name,
-            f"bash -c '{command}; echo $? > {status_file}'",
-        )
-
-    def dead_status(self, name: str) -> int | None:
-        """The command's exit status once it has ended, else None."""
-        try:
-            text = (self.cwd / f"{name}.exit").read_text()
-        except FileNotFoundError:
-            return None
-        return int(text) if text.endswith("\n") else None
-
-    def wait_exit(self, name: str) -> int:
-        wait_until(
-            lambda: self.dead_status(name) is not None,
-            within=WAIT_DEADLINE_SECONDS,
-            what=lambda: f"the command in {name} to end:\n{self.screen(name)}",
-        )
-        status = self.dead_status(name)  # written once, when the command ended
-        assert status is not None
-        return status
-
-    def screen(self, name: str) -> list[str]:
-        """The pane's lines as shown (with scrollback), trailing blanks dropped."""
-        text = self.tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", name)
-        # tmux's own "Pane is dead (status …)" notice of remain-on-exit is not the command's output.
-        lines = [line.rstrip() for line in text.splitlines() if not line.startswith("Pane is dead")]
-        while lines and not lines[-1]:
-            lines.pop()
-        return lines
-
-    def interrupt(self, name: str) -> None:
-        self.tmux("send-keys", "-t", name, "C-c")
-
-    def close(self) -> None:
-        subprocess.run(
-            ["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=60, check=False
-        )
 
 
 @pytest.fixture

@@ -43,6 +43,12 @@ def test_serve_on_a_never_migrated_postgresql_database_migrates_it_and_serves_fr
             ready = http.get("/readyz")
         assert ready.json() == {"status": "ok", "checks": {"database": "ok", "storage": "ok"}}
         assert stat.S_IMODE(server.data_dir.stat().st_mode) == 0o700
+        # The start-up probe's line, as docs/operations.md shows it: s3rver has none of the three features.
+        probed = (
+            f"blobstore: S3 bucket {s3rver_storage_url} at {s3rver_endpoint_url}: conditional writes no, "
+            "UploadPartCopy no, AbortMultipartUpload no"
+        )
+        assert probed in server.log_text().splitlines()
     finally:
         stop_server(server)
 

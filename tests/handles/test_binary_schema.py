@@ -11,7 +11,7 @@ import jsonschema
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_resources.binary_schema import (
+from mcp_resources.tools.binary_schema import (
     HANDLE_HINT,
     EveryItem,
     Form,

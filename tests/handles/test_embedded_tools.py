@@ -20,10 +20,10 @@ from pydantic import Field
 from blobstore.config import Settings
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
-from mcp_resources.binary_schema import HANDLE_HINT
 from mcp_resources.embed import embed_store
-from mcp_resources.file_params import FileInput, parse_data_url
-from mcp_resources.handles import AUDIT_ACTION
+from mcp_resources.tools.binary_schema import HANDLE_HINT
+from mcp_resources.tools.file_params import FileInput, parse_data_url
+from mcp_resources.tools.handles import AUDIT_ACTION
 from tests.handles.conftest import CALLER, audit_lines, put
 from tests.handles.file_service import file_service
 
@@ -103,7 +103,10 @@ async def test_downloads_are_capped_and_removed_after_the_call(
     monkeypatch.setattr(tempfile, "tempdir", str(spools))
     with file_service({"/big": DATA, "/small": DATA[:500]}) as (origin, asked):
         settings = Settings(
-            data_dir=tmp_path / "data", proxy_max_argument_bytes=1000, file_download_origins=(origin,)
+            data_dir=tmp_path / "data",
+            proxy_max_argument_bytes=1000,
+            file_download_origins=(origin,),
+            file_download_networks=("127.0.0.0/8",),
         )
         async with open_service(settings) as service:
             seen: list[Any] = []
@@ -121,7 +124,7 @@ async def test_downloads_are_capped_and_removed_after_the_call(
     assert big.structured_content["error"]["code"] == "limit_exceeded"
     assert small.structured_content == {"result": 500}
     assert missing.structured_content is not None
-    assert missing.structured_content["error"]["message"] == "image: download_url answered HTTP 404"
+    assert missing.structured_content["error"]["message"] == "image: the URL answered HTTP 404"
     assert asked == ["/big", "/small", "/nothing"]
     assert list(spools.iterdir()) == []
 

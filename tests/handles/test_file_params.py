@@ -43,12 +43,14 @@ PNG = png(300, 200)
 SHA = hashlib.sha256(PNG).hexdigest()
 
 
-def start_http_example(env: dict[str, str], log: Path) -> tuple[subprocess.Popen[bytes], int]:
+def start_http_example(
+    env: dict[str, str], log: Path, example: Path = EXAMPLE
+) -> tuple[subprocess.Popen[bytes], int]:
     """The example serving streamable HTTP on a free port, once it accepts connections."""
     port = free_port()
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, str(EXAMPLE), "--http", f"127.0.0.1:{port}"],
+            [sys.executable, str(example), "--http", f"127.0.0.1:{port}"],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -117,7 +119,14 @@ async def test_a_file_parameter_takes_each_form_and_the_tool_gets_the_same_bytes
         mine = await put(service, PNG, "shot.png", "image/png", caller=Caller(namespace=NAMESPACE))
         theirs = await put(service, PNG, "theirs.png", "image/png", caller=Caller(namespace="other"))
     with file_service({"/files/file_1": PNG}) as (origin, asked):
-        env = isolated_env({"BLOBSTORE_DATA_DIR": str(data_dir), "BLOBSTORE_FILE_DOWNLOAD_ORIGINS": origin})
+        env = isolated_env(
+            {
+                "BLOBSTORE_DATA_DIR": str(data_dir),
+                "BLOBSTORE_FILE_DOWNLOAD_ORIGINS": origin,
+                # The stand-in file service listens on loopback, which downloads reach only when allowed.
+                "BLOBSTORE_FILE_DOWNLOAD_NETWORKS": "127.0.0.0/8",
+            }
+        )
         async with example_client(transport, env, tmp_path / "example.log") as client:
             tools = {tool.name: tool for tool in (await client.list_tools()).tools}
             by_uri = await checksum(client, mine.uri)

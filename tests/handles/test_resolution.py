@@ -13,8 +13,8 @@ from PIL import Image
 
 from blobstore.errors import BlobstoreError, InvalidRange, LimitExceeded, NotFound
 from blobstore.service import ArtifactService
-from mcp_resources.binary_schema import binary_sites
-from mcp_resources.handles import AUDIT_ACTION, ArgumentHandles
+from mcp_resources.tools.binary_schema import binary_sites
+from mcp_resources.tools.handles import AUDIT_ACTION, ArgumentHandles
 from tests.handles.conftest import CALLER, STRANGER, audit_lines, expired, put
 from tests.views.media import marker, text_pdf
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import random
+import shutil
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -22,7 +24,8 @@ from blobstore.metadata.tables import artifacts
 from blobstore.models import Artifact, Caller, NewArtifact
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
-from mcp_resources.server import create_server, fixed_caller
+from mcp_resources.transports.server import create_server, fixed_caller
+from tests.fixtures.peers import peer_missing
 from tests.fixtures.server import BLOBSTORE, serving
 
 NAMESPACE = "default"
@@ -30,6 +33,22 @@ CALLER = Caller(namespace=NAMESPACE)
 BULK = 2_500
 BIG_SIZE = 20 * 1024 * 1024
 TRANSPORTS = ["memory", "memory-legacy", "http", "http-legacy", "stdio"]
+INSPECTOR_DIR = Path(__file__).resolve().parent / "inspector"
+INSPECTOR_PACKAGE = INSPECTOR_DIR / "node_modules" / "@modelcontextprotocol" / "inspector"
+NPX_PREFIX = "npx @modelcontextprotocol/inspector"
+
+
+@pytest.fixture(scope="session")
+def inspector() -> Path:
+    """The MCP Inspector 0.15.0 of ``tests/mcp/inspector`` (installed by ``.ci/run``; here when missing)."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        peer_missing("node and npm are needed for the MCP Inspector")
+    if not INSPECTOR_PACKAGE.is_dir():
+        subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund"], cwd=INSPECTOR_DIR, check=True, capture_output=True
+        )
+    return INSPECTOR_DIR / "node_modules" / ".bin" / "mcp-inspector"
 
 
 async def chunks(data: bytes, size: int = 1 << 20) -> AsyncIterator[bytes]:

@@ -16,8 +16,9 @@ from PIL import Image
 
 from blobstore.models import Caller
 from blobstore.service import ArtifactService
-from mcp_resources.content import estimate_image_tokens, resource_link_for, tool_result_for
-from mcp_resources.renditions import RenditionCache
+from blobstore.tokens import estimate_image_tokens
+from mcp_resources.results.content import resource_link_for, tool_result_for
+from mcp_resources.results.renditions import RenditionCache
 from tests.mcp.conftest import put
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))

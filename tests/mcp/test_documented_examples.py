@@ -11,7 +11,7 @@ from typing import Any
 
 from blobstore.api.schemas import artifact_out
 from blobstore.models import Artifact
-from mcp_resources.content import resource_link_for
+from mcp_resources.results.content import resource_link_for
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 _JSON_BLOCK = re.compile(r"```json\n(.*?)```", re.DOTALL)

@@ -19,10 +19,11 @@ from blobstore.errors import RequestTimeout, all_codes
 from blobstore.models import Caller
 from blobstore.runtime import compose
 from blobstore.service import ArtifactService
+from blobstore.web_origins import allowed_origins, host_allow_list
 from mcp_resources.embed import embed_store
 from mcp_resources.errors import unmapped_codes
-from mcp_resources.http import McpHttpExtension, max_request_body, needs_event_stream, transport_security
-from mcp_resources.server import create_server
+from mcp_resources.transports.http import McpHttpExtension, max_request_body, needs_event_stream
+from mcp_resources.transports.server import create_server
 from mcp_resources.uris import window_uri
 from tests.fixtures.mcp_wire import initialize_request
 from tests.mcp.conftest import Dataset, put
@@ -119,11 +120,12 @@ def test_request_limit_admits_a_base64_chunk_of_twice_the_limit_with_its_envelop
 
 
 def test_rebinding_protection_allows_configured_names_only() -> None:
-    public = transport_security(Settings(host="0.0.0.0", public_url="https://store.example.com"))
-    assert public.enable_dns_rebinding_protection
-    assert "store.example.com" in public.allowed_hosts
-    assert "https://store.example.com" in public.allowed_origins
-    assert transport_security(Settings()).enable_dns_rebinding_protection
+    """One list of names and origins for the whole server, /mcp included (the API's request guard)."""
+    public = Settings(host="0.0.0.0", public_url="https://store.example.com")
+    assert host_allow_list(public).allows_header("store.example.com")
+    assert not host_allow_list(public).allows_header("evil.example")
+    assert "https://store.example.com" in allowed_origins(public)
+    assert not host_allow_list(Settings()).allows_header("evil.example")
 
 
 def _initialize(padding: int = 0) -> bytes:
@@ -140,7 +142,7 @@ async def test_http_mount_refuses_foreign_hosts_and_oversized_bodies(http_base: 
             "/mcp", content=_pieces(_initialize(padding=6 * 1024 * 1024)), headers=headers
         )
     assert ok.status_code == 200
-    assert rebound.status_code == 421
+    assert (rebound.status_code, rebound.json()["code"]) == (421, "host_not_allowed")  # as every route
     for refused in (huge, streamed):
         assert (refused.status_code, refused.headers["content-type"]) == (413, "application/json")
         body = refused.json()

@@ -13,41 +13,23 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import anyio
-import pytest
 
 from blobstore.config import Settings
 from blobstore.runtime import open_service
-from tests.fixtures.peers import peer_missing
-from tests.mcp.conftest import put
+from tests.mcp.conftest import INSPECTOR_PACKAGE, NPX_PREFIX, put
 
 ROOT = Path(__file__).resolve().parents[2]
 MCP_DOC = ROOT / "docs" / "mcp.md"
-INSPECTOR_DIR = Path(__file__).resolve().parent / "inspector"
-INSPECTOR_PACKAGE = INSPECTOR_DIR / "node_modules" / "@modelcontextprotocol" / "inspector"
-NPX_PREFIX = "npx @modelcontextprotocol/inspector"
-NODE, NPM = shutil.which("node"), shutil.which("npm")
-
-
-@pytest.fixture(scope="session")
-def inspector() -> Path:
-    if NODE is None or NPM is None:
-        peer_missing("node and npm are needed for the MCP Inspector")
-    if not INSPECTOR_PACKAGE.is_dir():
-        subprocess.run(
-            [NPM, "ci", "--no-audit", "--no-fund"], cwd=INSPECTOR_DIR, check=True, capture_output=True
-        )
-    return INSPECTOR_DIR / "node_modules" / ".bin" / "mcp-inspector"
 
 
 def documented_cli_command() -> list[str]:
     text = MCP_DOC.read_text(encoding="utf-8")
-    found = [line for line in re.findall(r"^npx .*$", text, re.MULTILINE) if "--cli" in line]
+    found = [line for line in re.findall(r"^npx .*$", text, re.MULTILINE) if "--cli blobstore mcp" in line]
     assert len(found) == 1, found
     return shlex.split(found[0])
 

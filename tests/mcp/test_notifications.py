@@ -48,9 +48,9 @@ from blobstore.models import Artifact, Caller
 from blobstore.runtime import cleanup_parts
 from blobstore.service import ArtifactService
 from mcp_resources.embed import embed_store
-from mcp_resources.http import McpHttpExtension
-from mcp_resources.notifications import Feed
-from mcp_resources.server import create_server, fixed_caller
+from mcp_resources.transports.http import McpHttpExtension
+from mcp_resources.transports.notifications import Feed
+from mcp_resources.transports.server import create_server, fixed_caller
 from tests.fixtures.server import BLOBSTORE
 
 ALICE = Caller(namespace="alice")

@@ -13,7 +13,7 @@ from mcp import Client
 
 from blobstore.config import Settings
 from blobstore.runtime import open_service
-from mcp_resources.server import create_server, fixed_caller
+from mcp_resources.transports.server import create_server, fixed_caller
 from tests.mcp.conftest import CALLER
 
 pytestmark = pytest.mark.s3

@@ -12,13 +12,13 @@ from mcp.server.session import ServerSession
 from blobstore.models import Caller
 from blobstore.service import ArtifactService
 from mcp_resources.embed import embed_store
-from mcp_resources.sdk_internals import (
+from mcp_resources.transports.sdk_internals import (
     NEEDED,
     SdkShapeError,
     check_sdk_shape,
     missing_from_sdk,
 )
-from mcp_resources.server import create_server, fixed_caller
+from mcp_resources.transports.server import create_server, fixed_caller
 
 CALLER = Caller(namespace="ns")
 

@@ -30,8 +30,8 @@ from blobstore.config import Settings
 from blobstore.models import Caller
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
-from mcp_resources.server import create_stdio_server
-from mcp_resources.stdio import serve_lines
+from mcp_resources.transports.server import create_stdio_server
+from mcp_resources.transports.stdio import serve_lines
 from mcp_resources.uris import window_uri
 from tests.mcp.conftest import CALLER, put
 

@@ -19,8 +19,8 @@ import anyio
 import pytest
 from mcp.types import BlobResourceContents
 
+from mcp_resources.results.wire_blobs import MAX_REMEMBERED
 from mcp_resources.uris import WINDOW_META_KEY, window_uri
-from mcp_resources.wire_blobs import MAX_REMEMBERED
 from tests.fixtures.mcp_wire import initialize_request
 from tests.fixtures.server import BLOBSTORE, isolated_env
 from tests.mcp.conftest import NAMESPACE, Dataset, connect

@@ -10,8 +10,8 @@ from typing import Any
 
 from mcp.types import JSONRPCResponse, ReadResourceResult
 
-from mcp_resources.stdio import _write_all
-from mcp_resources.wire_blobs import MAX_REMEMBERED, SPLICE_AT, Splices, base64_text, splicing
+from mcp_resources.results.wire_blobs import MAX_REMEMBERED, SPLICE_AT, Splices, base64_text, splicing
+from mcp_resources.transports.stdio import _write_all
 
 
 def response(*blobs: str, uri: str = "blobstore://artifacts/a_x?offset=0&length=1048576") -> JSONRPCResponse:

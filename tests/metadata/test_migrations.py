@@ -145,6 +145,24 @@ async def test_renditions_table_is_added_by_0005_and_removed_by_its_downgrade(
     assert "ix_artifacts_sha256" not in await index_names(empty_database_url, "artifacts")
 
 
+async def test_console_sessions_and_signing_keys_are_added_by_0006_and_removed_by_its_downgrade(
+    empty_database_url: str,
+) -> None:
+    await migrate.upgrade_async(empty_database_url, "0005")
+    assert {"console_sessions", "signing_keys"}.isdisjoint(await table_names(empty_database_url))
+
+    await migrate.upgrade_async(empty_database_url, "0006")
+    assert {"console_sessions", "signing_keys"} <= await table_names(empty_database_url)
+    assert await index_names(empty_database_url, "console_sessions") == {
+        "ix_console_sessions_token_id",
+        "ix_console_sessions_idle_until",
+    }
+
+    await downgrade(empty_database_url, "0005")
+    assert await migrate.current_revision_async(empty_database_url) == "0005"
+    assert {"console_sessions", "signing_keys"}.isdisjoint(await table_names(empty_database_url))
+
+
 @pytest.mark.postgres
 def test_replicas_migrating_at_once_all_succeed(pg_url: str) -> None:
     # Separate processes, like replicas: Alembic keeps its running environment in module globals.

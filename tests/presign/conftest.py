@@ -98,7 +98,7 @@ def service(app: FastAPI) -> ArtifactService:
 @pytest.fixture
 async def api(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     """The HTTP API, in-process."""
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
         yield http
 
 
@@ -112,7 +112,7 @@ async def storage_http() -> AsyncIterator[httpx.AsyncClient]:
 @pytest.fixture
 async def blob_client(app: FastAPI, tmp_path: Path) -> AsyncIterator[AsyncBlobstoreClient]:
     async with AsyncBlobstoreClient(
-        "http://test",
+        "http://127.0.0.1",
         transport=httpx.ASGITransport(app=app),
         state_store=UploadStateStore(tmp_path / "cache"),
         retry=RetryPolicy(attempts=2, base_delay=0.0, max_delay=0.0),

@@ -152,7 +152,7 @@ async def test_the_client_sends_its_token_to_the_api_and_never_to_the_storage(
 
     artifact_id = await store(api, os.urandom(1000), name="t.bin")
     transport = _TokenStripping(httpx.ASGITransport(app=app))
-    async with AsyncBlobstoreClient("http://test", token="secret-token", transport=transport) as client:
+    async with AsyncBlobstoreClient("http://127.0.0.1", token="secret-token", transport=transport) as client:
         client._direct_http.event_hooks["request"].append(record)
         await client.download(artifact_id, tmp_path / "t.bin")
     assert sent, "the download did not go to the storage"

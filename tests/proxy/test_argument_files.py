@@ -16,9 +16,9 @@ from blobstore.models import Caller
 from blobstore.ranges import window
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
-from mcp_resources.binary_schema import BinarySite, Form, Key, Slot
-from mcp_resources.handles import Located
 from mcp_resources.proxy.argument_files import ArgumentFiles, file_name
+from mcp_resources.tools.binary_schema import BinarySite, Form, Key, Slot
+from mcp_resources.tools.handles import Located
 from tests.handles.conftest import put
 
 CALLER = Caller(namespace="tools")

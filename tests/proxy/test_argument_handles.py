@@ -24,8 +24,8 @@ from mcp.types import CallToolResult, ResourceLink, TextContent, Tool
 from blobstore.config import Settings
 from blobstore.models import Artifact, Caller
 from blobstore.runtime import open_service
-from mcp_resources.binary_schema import HANDLE_HINT
-from mcp_resources.handles import CAP_SETTING
+from mcp_resources.tools.binary_schema import HANDLE_HINT
+from mcp_resources.tools.handles import CAP_SETTING
 from tests.handles.conftest import expired
 from tests.proxy.conftest import HERE, NAMESPACE, blobstore_command, proxy_args
 from tests.proxy.test_ts_client import ts_client

@@ -25,8 +25,8 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.types import ImageContent, ResourceLink, TextContent
 
 from blobstore.config import Settings
-from mcp_resources.binary_schema import Form
 from mcp_resources.proxy.rules import OffloadConfigError, load_rules
+from mcp_resources.tools.binary_schema import Form
 from tests.fixtures.ports import free_port
 from tests.proxy.conftest import EVERYTHING_SERVER, JS, TIMEOUT
 from tests.proxy.upstream_server import photo_png

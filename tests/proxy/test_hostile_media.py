@@ -18,14 +18,11 @@ from typing import Any, Final
 import pytest
 from PIL import Image
 
+from tests.fixtures.png_chunks import png_chunk, rebuilt
 from tests.proxy.conftest import RAW_UPSTREAM, RawPeer, proxy_command, raw_peer, vm_hwm
 from tests.proxy.offload_fixtures import flat_png, photo_png
 
 MiB: Final = 1024 * 1024
-
-
-def png_chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
 
 def png_bomb(edge: int = 30_000) -> bytes:
@@ -89,7 +86,10 @@ async def test_a_decompression_bomb_is_stored_and_linked_without_being_decoded(p
     assert len(bomb) < 256 * 1024
     result = await media(peer, b64(bomb), "image/png")
     assert kinds(result) == ["text", "resource_link"]
-    assert "is not shown inline" in line(result)
+    assert "is not shown inline (it is not decoded: it has 900000000 pixels, over the 80000000" in line(
+        result
+    )
+    assert "inline limit" not in line(result)
     assert vm_hwm(peer.process.pid) < 400 * MiB  # decoding it would take 900 MB at one byte a pixel
 
 
@@ -97,12 +97,31 @@ async def test_a_truncated_png_is_stored_and_linked(peer: RawPeer) -> None:
     whole = photo_png(1600, 1200)
     result = await media(peer, b64(whole[: len(whole) // 2]), "image/png")
     assert kinds(result) == ["text", "resource_link"]
+    assert "is not shown inline (it could not be decoded: its image data is truncated" in line(result)
+
+
+async def test_a_png_whose_critical_chunk_fails_its_crc_is_linked_saying_so(peer: RawPeer) -> None:
+    broken = rebuilt(photo_png(1600, 1200), corrupt=b"IDAT")
+    result = await media(peer, b64(broken), "image/png")
+    assert kinds(result) == ["text", "resource_link"]
+    assert "is not shown inline (it could not be decoded: the PNG's critical IDAT chunk" in line(result)
+    assert "fails its CRC check" in line(result)
+
+
+async def test_a_png_whose_ancillary_chunk_fails_its_crc_is_shown_without_it(peer: RawPeer) -> None:
+    photo = photo_png(1600, 1200)
+    damaged = photo[:33] + png_chunk(b"tEXt", b"Comment\x00a damaged note", crc_ok=False) + photo[33:]
+    result = await media(peer, b64(damaged), "image/png")
+    assert kinds(result) == ["text", "image", "resource_link"]
+    shown = Image.open(io.BytesIO(base64.b64decode(result["content"][1]["data"])))
+    assert shown.size == (1024, 768)
 
 
 async def test_an_svg_is_stored_and_linked_never_rendered(peer: RawPeer) -> None:
     result = await media(peer, b64(SVG), "image/svg+xml")
     assert kinds(result) == ["text", "resource_link"]
-    assert "is not shown inline" in line(result)
+    # Its bytes are text (no image signature), and it is stored as what they are.
+    assert "is not shown inline (text/plain is not an image type hosts show inline)" in line(result)
 
 
 async def test_a_small_animated_gif_passes_as_it_came(peer: RawPeer) -> None:

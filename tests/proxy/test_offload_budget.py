@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import random
@@ -14,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import validate
 
-from mcp_resources.content import estimate_image_tokens
+from blobstore.tokens import estimate_image_tokens
 from mcp_resources.proxy.offload import ENVELOPE_BYTES, measure
-from mcp_resources.proxy.rules import HOST_PROFILES
+from mcp_resources.proxy.rules import HOST_PROFILES, HostProfile, load_rules
 from tests.proxy.offload_fixtures import (
     Rig,
     b64,
@@ -212,3 +213,21 @@ async def test_over_the_token_cap_images_are_halved_before_any_is_only_linked(ri
     assert halved
     assert all(b["_meta"]["dev.blobstore/artifact"]["width"] == 512 for b in halved)
     assert len(links(out)) == len(halved)
+
+
+async def test_an_image_left_only_as_a_link_by_the_budget_says_so(rig: Rig) -> None:
+    # A host whose 550 tokens take a line and a link but not the 1000 px image, nor its 500 px half.
+    rules = load_rules(rig.settings, profile="generic", config_path=None, read_tool_hint=True)
+    small = dataclasses.replace(rules, profile=HostProfile("small-host", 1 << 20, 550, 8000))
+    out = await rig.offloader(rules=small).tool_result(
+        tool="t", arguments={}, output_schema=None, result={"content": [image_block(flat_png(1000, 1000))]}
+    )
+    assert out is not None
+    assert [b["type"] for b in out["content"]] == ["text", "resource_link"]
+    line = out["content"][0]["text"]
+    assert (
+        "1000x1000 px) is not shown inline (the result is over the small-host host's caps of 1048576 bytes"
+        in line
+    )
+    assert "and 550 tokens" in line
+    assert "inline limit" not in line

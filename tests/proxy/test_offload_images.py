@@ -149,7 +149,7 @@ async def test_image_whose_downscale_is_over_the_inline_limit_is_only_linked(tmp
         )
     assert out is not None
     assert [b["type"] for b in out["content"]] == ["text", "resource_link"]
-    assert "not shown inline" in text_of(out)
+    assert "not shown inline (even downscaled to 1024 px it is over the 8.0 KiB inline limit)" in text_of(out)
     assert "1600x1200 px" in out["content"][1]["description"]
 
 
@@ -235,4 +235,17 @@ async def test_undecodable_image_is_stored_and_linked(rig: Rig) -> None:
     )
     assert out is not None
     assert [b["type"] for b in out["content"]] == ["text", "resource_link"]
+    # Its first chunk claims 1.8 GB: the file ends long before.
+    assert "not shown inline (it could not be decoded: its image data is truncated)" in text_of(out)
     assert await rig.bytes_of(links(out)[0]["uri"]) == junk
+
+
+async def test_an_image_within_the_edge_but_over_the_inline_limit_is_linked_saying_so(tmp_path: Path) -> None:
+    photo = photo_png(600, 400, seed=5)
+    async with open_rig(tmp_path, inline_limit=64 * 1024) as rig:
+        out = await rig.offloader().tool_result(
+            tool="t", arguments=None, output_schema=None, result={"content": [image_block(photo)]}
+        )
+    assert out is not None
+    assert [b["type"] for b in out["content"]] == ["text", "resource_link"]
+    assert "not shown inline (it is over the 64.0 KiB inline limit)" in text_of(out)

@@ -92,6 +92,10 @@ async def test_long_text_becomes_a_head_preview_a_cut_line_and_a_link(rig: Rig) 
     assert "of 3001 lines" in line
     (link,) = links(out)
     assert link["mimeType"] == "text/plain"
+    # The line carries what a client that keeps only the link's URI drops: name, type, size, how to read it.
+    size = f"{total / 1024:.1f} KiB"
+    assert f"the whole text, {link['name']} (text/plain, {size}), is stored as {link['uri']}; " in line
+    assert f"read it with the read_artifact tool (uri={link['uri']}, offset, length;" in line
     assert (await rig.bytes_of(link["uri"])).decode() == body
 
 

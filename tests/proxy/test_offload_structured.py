@@ -75,7 +75,7 @@ def media_result(item: dict[str, Any]) -> dict[str, Any]:
     return {"content": [item], "structuredContent": {"content": [copy.deepcopy(item)]}}
 
 
-async def test_mirrored_image_carries_the_downscaled_copy_and_still_validates(rig: Rig) -> None:
+async def test_mirrored_image_becomes_the_store_uri_and_the_image_keeps_the_budget(rig: Rig) -> None:
     photo = photo_png(3000, 2000)
     result = media_result(image_block(photo))
     out = await rig.offloader().tool_result(
@@ -84,13 +84,31 @@ async def test_mirrored_image_carries_the_downscaled_copy_and_still_validates(ri
     assert out is not None
     validate(out["structuredContent"], MEDIA_SCHEMA)
     (shown,) = [b for b in out["content"] if b["type"] == "image"]
-    (mirrored,) = out["structuredContent"]["content"]
-    assert mirrored == {"type": "image", "data": shown["data"], "mimeType": shown["mimeType"]}
-    with Image.open(io.BytesIO(base64.b64decode(mirrored["data"]))) as image:
-        assert max(image.size) <= 1024
+    (link,) = links(out)
+    # Stored once, referenced: the mirror names the original instead of repeating the shown copy's bytes.
+    assert out["structuredContent"] == {
+        "content": [{"type": "image", "data": link["uri"], "mimeType": "image/png"}]
+    }
+    with Image.open(io.BytesIO(base64.b64decode(shown["data"]))) as image:
+        assert max(image.size) == 1024
     size, tokens = measure(out)
     assert size <= 1_048_576
     assert tokens <= 25_000
+
+
+async def test_where_no_reference_is_valid_the_mirror_carries_the_downscaled_copy(rig: Rig) -> None:
+    schema = copy.deepcopy(MEDIA_SCHEMA)
+    media = schema["properties"]["content"]["items"]["anyOf"][0]
+    media["properties"]["data"]["pattern"] = "^[A-Za-z0-9+/]*={0,2}$"
+    photo = flat_png(3000, 2000)
+    out = await rig.offloader().tool_result(
+        tool="read_media_file", arguments={}, output_schema=schema, result=media_result(image_block(photo))
+    )
+    assert out is not None
+    validate(out["structuredContent"], schema)
+    (shown,) = [b for b in out["content"] if b["type"] == "image"]
+    (mirrored,) = out["structuredContent"]["content"]
+    assert mirrored == {"type": "image", "data": shown["data"], "mimeType": shown["mimeType"]}
 
 
 async def test_mirrored_audio_string_becomes_the_store_uri_where_the_schema_allows(rig: Rig) -> None:
@@ -123,7 +141,7 @@ async def test_mirrored_embedded_blob_is_replaced_inside_its_resource(rig: Rig) 
     assert await rig.bytes_of(link["uri"]) == pdf
 
 
-async def test_without_schema_an_image_shaped_object_gets_the_downscaled_copy(rig: Rig) -> None:
+async def test_without_schema_an_image_shaped_object_becomes_the_link(rig: Rig) -> None:
     photo = flat_png(3000, 2000)
     result = {
         "content": [image_block(photo)],
@@ -133,10 +151,26 @@ async def test_without_schema_an_image_shaped_object_gets_the_downscaled_copy(ri
         tool="screenshot", arguments={}, output_schema=None, result=result
     )
     assert out is not None
-    shot = out["structuredContent"]["shot"]
-    assert shot["type"] == "image"
-    assert shot["data"] != b64(photo)
-    assert out["structuredContent"]["page"] == "home"
+    (link,) = links(out)
+    assert out["structuredContent"] == {"shot": link, "page": "home"}
+
+
+async def test_a_mirrored_text_becomes_the_store_uri(rig: Rig) -> None:
+    text = "a row of a long report\n" * 20_000
+    schema = {
+        "type": "object",
+        "properties": {"result": {"type": "string", "title": "Result"}},
+        "required": ["result"],
+    }
+    result = {"content": [{"type": "text", "text": text}], "structuredContent": {"result": text}}
+    out = await rig.offloader(profile="claude-code").tool_result(
+        tool="report", arguments={}, output_schema=schema, result=result
+    )
+    assert out is not None
+    (link,) = links(out)
+    assert out["structuredContent"] == {"result": link["uri"]}
+    assert await rig.bytes_of(link["uri"]) == text.encode()
+    assert out["content"][0]["text"].startswith("a row of a long report\n")
 
 
 async def test_link_object_replaces_the_payload_object_when_the_schema_accepts_it(rig: Rig) -> None:

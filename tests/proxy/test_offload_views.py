@@ -96,7 +96,7 @@ async def test_an_offloaded_wavs_line_names_its_duration_and_a_30_s_segment_is_t
         segment = await client.call_tool(
             "read_artifact", {"uri": str(link.uri), "start_seconds": 40, "duration_seconds": 30}
         )
-    assert f"read_media_file-0.wav (audio/wav, 2.3 MiB, {WAV_SECONDS}.0 s) stored as {link.uri}" in line
+    assert f"meeting.wav (audio/wav, 2.3 MiB, {WAV_SECONDS}.0 s) stored as {link.uri}" in line
     assert "hear the first 30 s with read_artifact(uri, start_seconds=0, duration_seconds=30)" in line
     assert not segment.is_error, segment.content
     (audio,) = [block for block in segment.content if isinstance(block, AudioContent)]

@@ -30,7 +30,7 @@ from PIL import Image
 from blobstore.config import Settings
 from blobstore.models import Caller
 from blobstore.runtime import open_service
-from mcp_resources.views import view_templates
+from mcp_resources.reading.views import view_templates
 from tests.fixtures.waiting import wait_until_async
 from tests.proxy.conftest import (
     NAMESPACE,

@@ -25,8 +25,8 @@ from mcp.types import CallToolResult, ImageContent, TextContent
 from blobstore.config import Settings
 from blobstore.models import Artifact, Caller
 from blobstore.runtime import open_service
-from mcp_resources.binary_schema import HANDLE_HINT
-from mcp_resources.handles import AUDIT_ACTION, CAP_SETTING
+from mcp_resources.tools.binary_schema import HANDLE_HINT
+from mcp_resources.tools.handles import AUDIT_ACTION, CAP_SETTING
 from tests.fixtures.server import isolated_env
 from tests.fixtures.waiting import wait_until
 from tests.handles.conftest import put

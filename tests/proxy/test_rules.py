@@ -9,7 +9,6 @@ import pytest
 
 from blobstore.cli.proxy import proxy_command
 from blobstore.config import Settings
-from mcp_resources.binary_schema import Form
 from mcp_resources.proxy.rules import (
     BYTES_PER_TOKEN,
     CLAUDE_CODE_TEXT_CHARS,
@@ -22,6 +21,7 @@ from mcp_resources.proxy.rules import (
     OffloadConfigError,
     load_rules,
 )
+from mcp_resources.tools.binary_schema import Form
 
 
 def write(tmp_path: Path, text: str) -> Path:

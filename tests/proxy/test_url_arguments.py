@@ -28,8 +28,8 @@ from mcp.types import CallToolResult, TextContent
 from blobstore.config import Settings
 from blobstore.models import Artifact, Caller
 from blobstore.runtime import open_service
-from mcp_resources.binary_schema import HANDLE_HINT
-from mcp_resources.handles import AUDIT_ACTION
+from mcp_resources.tools.binary_schema import HANDLE_HINT
+from mcp_resources.tools.handles import AUDIT_ACTION
 from tests.fixtures.s3 import S3Endpoint, S3Location
 from tests.fixtures.server import Server, isolated_env, serving
 from tests.handles.conftest import put
@@ -99,18 +99,21 @@ async def test_the_tool_fetches_the_artifact_from_a_signed_serve_url_that_expire
     assert f"{url.scheme}://{url.netloc}" == store.url
     assert url.path == f"/share/{NAMESPACE}/{artifact.id}"
     query = {key: values[0] for key, values in parse_qs(url.query).items()}
-    assert set(query) == {"expires", "sig"}
+    assert set(query) == {"expires", "by", "sig"}
+    # Minted by the proxy's own process, which holds no token: its lifetime and the key bound it.
+    assert query["by"] == "mcp-proxy"
     assert int(before) + LIFETIME <= int(query["expires"]) <= after + LIFETIME
-    later = urlencode({"expires": int(query["expires"]) + 3600, "sig": query["sig"]})
+    later = urlencode({"expires": int(query["expires"]) + 3600, "by": query["by"], "sig": query["sig"]})
     flipped = query["sig"][:-1] + ("A" if query["sig"][-1] != "A" else "B")
+    forged = [{**query, "sig": flipped}, {**query, "by": "local"}]
     altered = [
         f"{store.url}{url.path}?{later}",
-        f"{store.url}{url.path}?{urlencode({'expires': query['expires'], 'sig': flipped})}",
+        *(f"{store.url}{url.path}?{urlencode(fields)}" for fields in forged),
         f"{store.url}/share/{NAMESPACE}/{other.id}?{url.query}",
     ]
     async with httpx.AsyncClient(timeout=TIMEOUT) as http:
         assert (await http.get(answer["url"])).content == DATA
-        assert [(await http.get(link)).status_code for link in altered] == [403, 403, 403]
+        assert [(await http.get(link)).status_code for link in altered] == [403, 403, 403, 403]
     lines = [json.loads(line) for line in (store.data_dir / "audit.jsonl").read_text().splitlines()]
     resolved = [line for line in lines if line.get("action") == AUDIT_ACTION]
     assert [(line["tool"], line["argument"], line["form"], line["sha256"]) for line in resolved] == [

@@ -22,7 +22,7 @@ from blobstore.config import Settings
 from blobstore.models import Scope
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
-from mcp_resources.http import McpHttpExtension
+from mcp_resources.transports.http import McpHttpExtension
 from tests.fixtures.settings import make_settings
 from tests.security import leaks
 

@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from blobstore.api import create_app
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
-from mcp_resources.http import McpHttpExtension
+from mcp_resources.transports.http import McpHttpExtension
 from tests.fixtures.problems import problem
 from tests.fixtures.settings import make_settings
 from tests.security.conftest import BASE, McpConnect, Tenant, issue, running

@@ -22,7 +22,7 @@ from blobstore.api.guard import BodyGuard, MinimumRate
 from blobstore.models import Caller
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
-from mcp_resources.http import McpHttpExtension
+from mcp_resources.transports.http import McpHttpExtension
 from tests.fixtures.asgi import http_scope
 from tests.fixtures.settings import make_settings
 from tests.security.conftest import running

@@ -105,7 +105,7 @@ async def test_patches_of_odd_sizes_complete_into_an_artifact_with_identical_byt
             assert (tail.offset, len(tail.data)) == (4 * MiB, offset - 4 * MiB)
 
     artifact_id = response.headers["blobstore-artifact-id"]
-    assert response.headers["link"] == f'<http://test/v1/artifacts/{artifact_id}>; rel="related"'
+    assert response.headers["link"] == f'<http://127.0.0.1/v1/artifacts/{artifact_id}>; rel="related"'
     content = await client.get(f"/v1/artifacts/{artifact_id}/content")
     assert content.content == DATA
     info = (await client.get(f"/v1/artifacts/{artifact_id}")).json()

@@ -15,12 +15,16 @@ from mcp import Client, StdioServerParameters
 from blobstore.config import Settings
 from blobstore.models import Caller
 from blobstore.runtime import open_service
-from mcp_resources.server import create_server, fixed_caller
+from mcp_resources.transports.server import create_server, fixed_caller
 from tests.fixtures.server import BLOBSTORE, start_server, stop_server
 from tests.mcp.conftest import CALLER, NAMESPACE, put
 from tests.views import media
 
 PDF_PAGES = 12
+LIBTASN1_PDF = Path("/usr/share/doc/libtasn1-doc/libtasn1.pdf")
+"""A real 36-page manual (Debian's libtasn1-doc, installed by .ci/run) whose words TeX broke at line ends."""
+PRINTED_LINES = ["Where text can say it, give text", "not pixels: 1,500 tokens against 100"]
+"""The lines of printed.png (DejaVu Sans, 28 px): what OCR must read on it."""
 TRANSPORTS = ["memory", "memory-legacy", "http", "http-legacy", "stdio", "stdio-legacy"]
 
 
@@ -28,8 +32,9 @@ TRANSPORTS = ["memory", "memory-legacy", "http", "http-legacy", "stdio", "stdio-
 class MediaSet:
     settings: Settings
     ids: dict[str, str] = field(default_factory=dict)
-    """Artifact ids by name: report.pdf, scan.pdf, pattern.wav, tone.<kind>, clip.mp4, short.mp4 (two
-    keyframes), picture.png."""
+    """Artifact ids by name: report.pdf, scan.pdf, libtasn1.pdf, pattern.wav, tone.<kind>, clip.mp4,
+    short.mp4 (two keyframes), scenes.mp4 (cuts at :data:`media.SCENE_CUTS`), picture.png, printed.png
+    (:data:`PRINTED_LINES`)."""
     foreign_pdf: str = ""
 
 
@@ -38,10 +43,13 @@ async def _populate(settings: Settings, tmp: Path) -> MediaSet:
     files: dict[str, bytes] = {
         "report.pdf": media.text_pdf(PDF_PAGES),
         "scan.pdf": media.image_pdf(2),
+        "libtasn1.pdf": await anyio.Path(LIBTASN1_PDF).read_bytes(),
         "pattern.wav": media.pattern_wav(70.0),
         "clip.mp4": media.numbered_video(6),
         "short.mp4": media.numbered_video(2),
+        "scenes.mp4": media.scenes_video(),
         "picture.png": media.png_bytes(600, 400),
+        "printed.png": media.printed_text(PRINTED_LINES)[0],
     }
     for kind in media.AUDIO_FORMATS:
         files[f"tone.{kind}"] = media.tone(kind, 45.0)

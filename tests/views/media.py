@@ -194,6 +194,31 @@ def lying_wav(claimed_seconds: float = 600.0) -> bytes:
     return header + bytes(2 * real)
 
 
+def claiming_mp3(seconds: float, claimed_seconds: float) -> bytes:
+    """:func:`tone` as MP3 whose LAME ``Info`` tag counts the frames of ``claimed_seconds`` (FFmpeg writes
+    the tag; its frame count is the duration players and FFmpeg report)."""
+    data = bytearray(tone("mp3", seconds))
+    tag = data.find(b"Info")
+    (flags,) = struct.unpack_from(">I", data, tag + 4)
+    assert flags & 1, "the Info tag carries no frame count"
+    struct.pack_into(">I", data, tag + 8, round(claimed_seconds * 44_100 / 1152))
+    return bytes(data)
+
+
+def decodable_seconds(path: str) -> float:
+    """How much of the first audio stream of ``path`` decodes, from its first sample: every frame decoded
+    (what a player would play), errors ending it."""
+    with av.open(path) as container:
+        stream = container.streams.audio[0]
+        samples = 0
+        try:
+            for frame in container.decode(stream):
+                samples += frame.samples
+        except av.FFmpegError:
+            pass
+        return samples / stream.rate
+
+
 def samples_of(wav: bytes) -> tuple[int, int, int, bytes]:
     """Channels, sample rate, sample width and the PCM frames of a WAV file (the stdlib reader)."""
     import wave
@@ -297,4 +322,125 @@ def png_bytes(width: int, height: int) -> bytes:
     image.putdata([(x % 256, y % 256, 0) for y in range(height) for x in range(width)])
     out = io.BytesIO()
     image.save(out, format="PNG")
+    return out.getvalue()
+
+
+# -- text for OCR -----------------------------------------------------------------------------------------
+
+DEJAVU_SANS = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+"""Debian's fonts-dejavu-core: printed text for the OCR tests."""
+WQY_MICROHEI = Path("/usr/share/fonts/truetype/wqy/wqy-microhei.ttc")
+"""Debian's fonts-wqy-microhei: printed Chinese for the OCR tests."""
+
+
+Box = tuple[int, int, int, int]
+
+
+def printed_text(
+    lines: list[str], *, size: int = 28, font: Path = DEJAVU_SANS, margin: int = 24
+) -> tuple[bytes, list[tuple[str, Box]]]:
+    """A PNG of ``lines`` printed black on white in ``font`` (Pillow's FreeType rendering), and each word
+    with the box ``[x, y, w, h]`` its ink covers."""
+    from PIL import ImageDraw, ImageFont
+
+    face = ImageFont.truetype(str(font), size)
+    step = round(size * 1.6)
+    width = margin * 2 + max(round(face.getlength(line)) for line in lines)
+    image = Image.new("RGB", (width, margin * 2 + step * len(lines)), "white")
+    draw = ImageDraw.Draw(image)
+    boxes: list[tuple[str, Box]] = []
+    for row, line in enumerate(lines):
+        y = margin + row * step
+        draw.text((margin, y), line, fill="black", font=face)
+        x = float(margin)
+        for word in line.split(" "):
+            left, top, right, bottom = draw.textbbox((x, y), word, font=face)
+            boxes.append((word, (round(left), round(top), round(right - left), round(bottom - top))))
+            x += face.getlength(word + " ")
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue(), boxes
+
+
+def png_bomb(side: int = 30_000) -> bytes:
+    """A valid one-bit PNG of ``side`` x ``side`` white pixels (900 million at 30000; 900 MB as 8-bit gray,
+    what OCR would read), about 120 KB on disk: a decompression bomb."""
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    squeeze = zlib.compressobj(9)
+    row = b"\x00" + b"\xff" * ((side + 7) // 8)
+    rows = 64
+    data = b"".join(squeeze.compress(row * rows) for _ in range(side // rows))
+    data += squeeze.compress(row * (side % rows)) + squeeze.flush()
+    header = struct.pack(">IIBBBBB", side, side, 1, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", data) + chunk(b"IEND", b"")
+
+
+# -- videos with scenes -----------------------------------------------------------------------------------
+
+
+def manual_page(number: int, width: int) -> Image.Image:
+    """Page ``number`` of the libtasn1 manual rendered by PDFium ``width`` pixels wide: a real picture."""
+    from tests.views.conftest import LIBTASN1_PDF
+
+    pdf = pdfium.PdfDocument(str(LIBTASN1_PDF))
+    try:
+        page = pdf[number - 1]
+        bitmap = page.render(scale=width / page.get_width())
+        image: Image.Image = bitmap.to_pil().convert("RGB")
+        bitmap.close()
+        page.close()
+        return image
+    finally:
+        pdf.close()
+
+
+SCENE_CUTS = (2.0, 4.0)
+"""Where :func:`scenes_video` cuts: its scenes start at 0, 2 and 4 s."""
+
+
+def scenes_video() -> bytes:
+    """Six seconds of H.264 at 10 frames/s, 320x240, with a keyframe every 2.5 s (not at the cuts): page 1 of
+    the libtasn1 manual scrolling down 6 px a frame (0-2 s), then page 7 (2-4 s), then page 20 (4-6 s),
+    each still. Two hard cuts between pictures that look alike, and a scroll that is no cut."""
+    first = manual_page(1, 320)
+    shots = [first.crop((0, 6 * n, 320, 6 * n + 240)) for n in range(20)]
+    shots += [manual_page(7, 320).crop((0, 40, 320, 280))] * 20
+    shots += [manual_page(20, 320).crop((0, 40, 320, 280))] * 20
+    return _h264(shots, 320, 240, keyint=25)
+
+
+def flashing_video(frames: int = 10_000) -> bytes:
+    """``frames`` frames of 32x32 at 25 frames/s, each a scene of its own: dark and bright flat colours in
+    turn, every one different from the one before."""
+    shots = []
+    for n in range(frames):
+        level = (n * 37) % 60 + (195 if n % 2 else 0)
+        shots.append(Image.new("RGB", (32, 32), (level, 255 - level, (n * 91) % 256)))
+    return _h264(shots, 32, 32, keyint=250, rate=25, preset="ultrafast")
+
+
+def _h264(
+    shots: list[Image.Image], width: int, height: int, *, keyint: int, rate: int = 10, preset: str = "medium"
+) -> bytes:
+    out = io.BytesIO()
+    with av.open(out, "w", format="mp4") as container:
+        stream = container.add_stream(
+            "libx264",
+            rate=rate,
+            options={"x264-params": f"keyint={keyint}:min-keyint={keyint}:scenecut=0", "preset": preset},
+        )
+        assert isinstance(stream, av.VideoStream)
+        stream.width, stream.height = width, height
+        stream.pix_fmt = "yuv420p"
+        for number, shot in enumerate(shots):
+            frame = av.VideoFrame.from_image(shot)  # type: ignore[no-untyped-call]
+            frame.pts = number
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
     return out.getvalue()

@@ -13,14 +13,15 @@ from pathlib import Path
 import pytest
 from mcp.types import TextContent
 
-from tests.views.conftest import MediaSet, connect
+from tests.views.conftest import PRINTED_LINES, MediaSet, connect
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "views.md"
 _BLOCK = re.compile(r"```(json|text|sh)\n(.*?)```", re.DOTALL)
 _NAMES = {
     "pages": "report.pdf",
     "start_seconds": "pattern.wav",
-    "frames": "clip.mp4",
+    "frames": "scenes.mp4",
+    "ocr": "printed.png",
     "region": "picture.png",
 }
 
@@ -62,7 +63,8 @@ def test_the_documented_curl_commands_run(views_http: str, media_set: MediaSet, 
         "B": views_http,
         "PDF": media_set.ids["report.pdf"],
         "WAV": media_set.ids["pattern.wav"],
-        "VIDEO": media_set.ids["clip.mp4"],
+        "VIDEO": media_set.ids["scenes.mp4"],
+        "IMAGE": media_set.ids["printed.png"],
     }
     done = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script],
@@ -75,7 +77,40 @@ def test_the_documented_curl_commands_run(views_http: str, media_set: MediaSet, 
     assert done.returncode == 0, done.stderr.decode()
     out = done.stdout.decode()
     assert "MARKER-P007-END" in out
-    assert '"time_seconds":1.0' in out.replace(" ", "")
+    compact = out.replace(" ", "")
+    assert '"mode":"scenes","scenes":3,"scene_starts":[0.0,2.0,4.0]' in compact
+    assert '"mode":"even","frames":[{"index":0,"time_seconds":0.0' in compact
+    assert "\n".join(PRINTED_LINES) in out
     assert (tmp_path / "page7.png").read_bytes().startswith(b"\x89PNG")
     assert (tmp_path / "clip.wav").read_bytes()[8:12] == b"WAVE"
     assert (tmp_path / "frame0.jpg").read_bytes().startswith(b"\xff\xd8")
+    ocr = json.loads((tmp_path / "ocr.json").read_text())
+    assert [line["text"] for line in ocr["lines"]] == PRINTED_LINES[1:]
+    page = json.loads((tmp_path / "page7-ocr.json").read_text())
+    assert (page["page"], page["words_read"]) == (7, 1)
+
+
+def test_the_http_api_docs_ocr_and_scene_examples_run(
+    views_http: str, media_set: MediaSet, tmp_path: Path
+) -> None:
+    from tests.e2e import docs_examples as doc
+
+    script = doc.block("/ocr.txt")
+    done = doc.run(
+        script,
+        tmp_path,
+        B=views_http,
+        A=media_set.ids["printed.png"],
+        PDF=media_set.ids["report.pdf"],
+        VIDEO=media_set.ids["scenes.mp4"],
+    )
+    out = done.stdout.decode()
+    assert out.startswith("\n".join(PRINTED_LINES))
+    assert "x-ocr-words: 6" in out.lower()
+    assert (tmp_path / "line.txt").read_text() == PRINTED_LINES[1]
+    words = json.loads((tmp_path / "words.json").read_text())
+    assert [line["text"] for line in words["lines"]] == PRINTED_LINES
+    assert all(0 <= word["confidence"] <= 1 for line in words["lines"] for word in line["words"])
+    page = json.loads((tmp_path / "page3.json").read_text())
+    assert [line["text"] for line in page["lines"]] == ["MARKER-P003-END"]
+    assert '"scene_starts":[0.0,2.0,4.0]' in out.replace(" ", "")

@@ -86,11 +86,18 @@ async def test_a_page_without_a_text_layer_is_read_by_ocr(views: MediaViews, sto
     artifact = await put(store, media.scanned_pdf(["SCANNED PAGE ONE", "invoice total 4711"]), "scan.pdf")
     assert artifact.media["text_layer"] is False
     source = await views.open(CALLER, artifact.id)
-    (page,) = await views.pages(source, (1,), "text")
+    reported: list[tuple[int, int]] = []
+
+    async def progress(done: int, total: int) -> None:
+        reported.append((done, total))
+
+    (page,) = await views.pages(source, (1,), "text", progress=progress)
     assert (page.text_layer, page.ocr, page.image) == (False, True, None)
     assert page.text is not None
     assert "SCANNED PAGE ONE" in page.text
     assert "4711" in page.text
+    # The hook the progress notifications hang on: called once the page is read.
+    assert reported == [(1, 1)]
 
 
 async def test_a_segment_of_the_pattern_is_the_source_samples_at_that_time(

@@ -10,10 +10,10 @@ from mcp.types import ResourceLink, TextContent
 
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
-from mcp_resources.content import tool_result_for
-from mcp_resources.resources import StoreResources
-from mcp_resources.server import fixed_caller
-from mcp_resources.views import first_view_uri
+from mcp_resources.reading.resources import StoreResources
+from mcp_resources.reading.views import first_view_uri
+from mcp_resources.results.content import tool_result_for
+from mcp_resources.transports.server import fixed_caller
 from tests.mcp.conftest import CALLER, put
 from tests.views import media
 from tests.views.conftest import PDF_PAGES, MediaSet

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+import io
 from pathlib import Path
 
 import httpx
 import pytest
+from mcp.types import ImageContent
+from PIL import Image
 
+from tests.fixtures.png_chunks import rebuilt, tiny_image_png
 from tests.views import media
 from tests.views.conftest import PDF_PAGES, MediaSet, connect
 
@@ -64,7 +69,7 @@ async def test_an_audio_segment_is_a_16_khz_mono_wav_of_the_source(
 
 async def test_frames_list_their_times_and_image_urls(http: httpx.AsyncClient, media_set: MediaSet) -> None:
     async with http:
-        listing = await http.get(f"/v1/artifacts/{media_set.ids['clip.mp4']}/frames?count=3")
+        listing = await http.get(f"/v1/artifacts/{media_set.ids['clip.mp4']}/frames?count=3&mode=even")
         assert listing.status_code == 200
         body = listing.json()
         images = [await http.get(frame["url"]) for frame in body["frames"]]
@@ -84,8 +89,10 @@ async def test_frames_list_their_times_and_image_urls(http: httpx.AsyncClient, m
         ("report.pdf", "pages/2.txt"),
         ("report.pdf", "pages/2.png?max_edge=200"),
         ("pattern.wav", "audio?start=1&duration=2"),
-        ("clip.mp4", "frames?count=2"),
-        ("clip.mp4", "frames/1.jpg?count=2"),
+        ("clip.mp4", "frames?count=2&mode=even"),
+        ("clip.mp4", "frames/1.jpg?count=2&mode=even"),
+        ("scenes.mp4", "frames?count=2"),
+        ("scenes.mp4", "frames/1.jpg?count=2"),
     ],
 )
 async def test_head_of_a_view_sends_the_headers_of_its_get_without_the_body(
@@ -149,9 +156,13 @@ async def test_a_frames_listing_is_revalidated_by_its_etag_and_differs_by_count(
 ) -> None:
     path = f"/v1/artifacts/{media_set.ids['clip.mp4']}/frames"
     async with http:
-        listing = await http.get(path, params={"count": 2})
-        again = await http.get(path, params={"count": 2}, headers={"If-None-Match": listing.headers["etag"]})
-        other = await http.get(path, params={"count": 3}, headers={"If-None-Match": listing.headers["etag"]})
+        listing = await http.get(path, params={"count": 2, "mode": "even"})
+        again = await http.get(
+            path, params={"count": 2, "mode": "even"}, headers={"If-None-Match": listing.headers["etag"]}
+        )
+        other = await http.get(
+            path, params={"count": 3, "mode": "even"}, headers={"If-None-Match": listing.headers["etag"]}
+        )
     assert listing.status_code == 200
     assert (again.status_code, again.content) == (304, b"")
     assert again.headers["etag"] == listing.headers["etag"]
@@ -164,10 +175,60 @@ async def test_a_frames_listing_names_each_keyframe_once(
     http: httpx.AsyncClient, media_set: MediaSet
 ) -> None:
     async with http:
-        listing = await http.get(f"/v1/artifacts/{media_set.ids['short.mp4']}/frames?count=8")
+        listing = await http.get(f"/v1/artifacts/{media_set.ids['short.mp4']}/frames?count=8&mode=even")
         body = listing.json()
         images = [await http.get(frame["url"]) for frame in body["frames"]]
     assert [frame["time_seconds"] for frame in body["frames"]] == [0.0, 1.0]
     for frame, image in zip(body["frames"], images, strict=True):
         assert image.status_code == 200
         assert abs(media.gray_level(image.content) - 4 * round(frame["time_seconds"] * 10)) < 4
+
+
+async def test_the_tiny_image_every_browser_shows_has_its_facts_and_its_region_view(
+    http: httpx.AsyncClient, media_set: MediaSet, request: pytest.FixtureRequest
+) -> None:
+    # server-everything's get-tiny-image: an iCCP chunk whose CRC fails, which browsers drop.
+    async with http:
+        stored = await http.post("/v1/artifacts", params={"name": "tiny.png"}, content=tiny_image_png())
+        broken = await http.post(
+            "/v1/artifacts",
+            params={"name": "broken.png"},
+            content=rebuilt(tiny_image_png(), fix=True, corrupt=b"IDAT"),
+        )
+    assert stored.status_code == broken.status_code == 201
+    artifact = stored.json()
+    assert artifact["media"] == {"width": 20, "height": 20, "format": "png"}
+    async with connect("http", media_set, request) as client:
+        region = await client.call_tool("read_artifact", {"uri": artifact["uri"], "region": "0,0,20,10"})
+        refused = await client.call_tool("read_artifact", {"uri": broken.json()["uri"], "region": "0,0,5,5"})
+    assert not region.is_error, region.content
+    (image,) = [block for block in region.content if isinstance(block, ImageContent)]
+    assert Image.open(io.BytesIO(base64.b64decode(image.data))).size == (20, 10)
+    assert refused.is_error
+    assert isinstance(refused.structured_content, dict)
+    assert refused.structured_content["error"]["code"] == "media_invalid"
+    assert "critical IDAT chunk" in refused.structured_content["error"]["message"]
+
+
+async def test_a_truncated_mp3_is_as_long_as_what_decodes_not_as_its_header_claims(
+    http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    whole = media.tone("mp3", 3.0)
+    cut = whole[: len(whole) // 4]  # its Info tag still counts the frames of 3 s
+    (tmp_path / "cut.mp3").write_bytes(cut)
+    decodable = round(media.decodable_seconds(str(tmp_path / "cut.mp3")), 2)
+    assert decodable < 1.0
+    async with http:
+        stored = await http.post("/v1/artifacts", params={"name": "cut.mp3"}, content=cut)
+        artifact = stored.json()
+        segment = await http.get(
+            f"/v1/artifacts/{artifact['id']}/audio", params={"start": 0.25, "duration": 5}
+        )
+        past = await http.get(f"/v1/artifacts/{artifact['id']}/audio", params={"start": 1, "duration": 1})
+    assert stored.status_code == 201
+    assert round(artifact["media"]["duration_seconds"], 2) == decodable
+    assert segment.status_code == 200
+    assert round(float(segment.headers["x-media-duration-seconds"]), 2) == decodable
+    assert round(float(segment.headers["x-view-end-seconds"]), 2) == decodable
+    assert (past.status_code, past.json()["code"]) == (422, "media_invalid")
+    assert past.json()["detail"] == f"start 1 s is past the end ({decodable:g} s)"

@@ -89,10 +89,27 @@ async def test_frames_and_regions_come_as_images_between_their_lines(
     transport: str, media_set: MediaSet, request: pytest.FixtureRequest
 ) -> None:
     async with connect(transport, media_set, request) as client:
-        frames = await client.call_tool("read_artifact", {"uri": uri(media_set, "clip.mp4"), "frames": 3})
+        scenes = await client.call_tool("read_artifact", {"uri": uri(media_set, "scenes.mp4"), "frames": 3})
+        frames = await client.call_tool(
+            "read_artifact", {"uri": uri(media_set, "clip.mp4"), "frames": 3, "frames_mode": "even"}
+        )
         region = await client.call_tool(
             "read_artifact", {"uri": uri(media_set, "picture.png"), "region": "0,0,300,200", "max_edge": 150}
         )
+    # By default a frame of each scene, the first line saying how many scenes there are and where they start.
+    assert not scenes.is_error, scenes.content
+    assert texts(scenes)[0].startswith(
+        "scenes.mp4, 3 scenes in 6.0 s (320x240), starting at 0.0, 2.0 and 4.0 s; each shown, one frame a "
+        "scene; about "
+    )
+    assert texts(scenes)[1:-1] == [
+        "scene 0.0-2.0 s, frame at 0.5 s",
+        "scene 2.0-4.0 s, frame at 2.5 s",
+        "scene 4.0-6.0 s, frame at 4.5 s",
+    ]
+    assert sum(isinstance(block, ImageContent) for block in scenes.content) == 3
+    assert isinstance(scenes.structured_content, dict)
+    assert scenes.structured_content["view"]["scene_starts"] == [0.0, 2.0, 4.0]
     assert not frames.is_error, frames.content
     assert texts(frames)[0].startswith("clip.mp4, 3 keyframes of 6.0 s (320x240); about ")
     assert [t for t in texts(frames) if t.startswith("keyframe at")] == [
@@ -256,10 +273,9 @@ async def test_more_frames_than_the_video_has_keyframes_show_each_keyframe_once(
 ) -> None:
     # short.mp4 is 2 s with a keyframe at 0 s and at 1 s: eight evenly spaced times land on those two.
     async with connect(transport, media_set, request) as client:
-        frames = await client.call_tool("read_artifact", {"uri": uri(media_set, "short.mp4"), "frames": 8})
-        sheet = await client.call_tool(
-            "read_artifact", {"uri": uri(media_set, "short.mp4"), "frames": 8, "frames_layout": "sheet"}
-        )
+        even = {"uri": uri(media_set, "short.mp4"), "frames": 8, "frames_mode": "even"}
+        frames = await client.call_tool("read_artifact", even)
+        sheet = await client.call_tool("read_artifact", {**even, "frames_layout": "sheet"})
     assert not frames.is_error, frames.content
     head = texts(frames)[0]
     assert head.startswith("short.mp4, 2 keyframes of 2.0 s (320x240)"), head

@@ -8,8 +8,10 @@ from hypothesis import strategies as st
 
 from blobstore.errors import InvalidRequest
 from blobstore.views.describe import page_list
+from blobstore.views.kinds.pages import page_uri
+from blobstore.views.kinds.segments import audio_uri
 from blobstore.views.params import parse_pages, parse_region
-from mcp_resources.views import audio_uri, page_uri, parse_view_uri
+from mcp_resources.reading.views import parse_view_uri
 
 PAGES = st.lists(st.integers(min_value=1, max_value=10_000), min_size=1, max_size=10, unique=True)
 

@@ -11,39 +11,30 @@ origin, no framing) and ``nosniff`` on every console page and file.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from http.cookies import SimpleCookie
 from typing import Final
 
-from starlette.datastructures import Headers, MutableHeaders
+from starlette.datastructures import MutableHeaders
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from blobstore.api.console.session import COOKIE_NAME, CSRF_HEADER, authorization_for, check_csrf
-from blobstore.api.console.state import console_state
+from blobstore.api.console.session import (
+    CSRF_HEADER,
+    LoginRequired,
+    check_csrf,
+    clear_session_cookies,
+    cookie_policy,
+    open_session,
+)
+from blobstore.api.deps import SESSION_CALLER
 from blobstore.api.errors import error_response
-from blobstore.errors import BlobstoreError, CsrfRejected
+from blobstore.api.page_headers import PAGE_POLICY, fence
+from blobstore.errors import BlobstoreError, Unauthorized
 
 BRIDGE_PREFIX: Final = "/console/api"
 _SAFE_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 
-PAGE_POLICY: Final = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; media-src 'self'; "
-    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-)
 CONTENT_POLICY: Final = "sandbox; default-src 'none'"
 """For bytes of an artifact: nothing in them runs, even when a browser is made to open them."""
-
-
-def _cookie(headers: Headers) -> str | None:
-    jar: SimpleCookie = SimpleCookie()
-    for value in headers.getlist("cookie"):
-        try:
-            jar.load(value)
-        except Exception:  # noqa: S112 - a malformed cookie header is as good as none
-            continue
-    morsel = jar.get(COOKIE_NAME)
-    return morsel.value if morsel is not None and morsel.value else None
 
 
 class ConsoleBridge:
@@ -55,28 +46,28 @@ class ConsoleBridge:
         if not path.startswith(BRIDGE_PREFIX + "/v1/"):
             await self.app(scope, receive, send)
             return
-        headers = Headers(scope=scope)
-        cookie = _cookie(headers)
-        if scope["method"] not in _SAFE_METHODS:
-            try:
-                if cookie is None:
-                    raise CsrfRejected()
-                await check_csrf(
-                    console_state(scope["app"]), HTTPConnection(scope), cookie, headers.get(CSRF_HEADER)
-                )
-            except BlobstoreError as exc:
-                await error_response(exc)(scope, receive, send)
-                return
+        connection = HTTPConnection(scope)
+        try:
+            session = await open_session(connection)
+            if scope["method"] not in _SAFE_METHODS:
+                check_csrf(session, connection.headers.get(CSRF_HEADER))
+        except LoginRequired as exc:
+            refused = error_response(Unauthorized("log in to the console: no live console session"))
+            if exc.clear:
+                clear_session_cookies(refused, cookie_policy(connection), exc.clear)
+            await refused(scope, receive, send)
+            return
+        except BlobstoreError as exc:
+            await error_response(exc)(scope, receive, send)
+            return
         inner = dict(scope)
         inner["path"] = path.removeprefix(BRIDGE_PREFIX)
         inner["raw_path"] = inner["path"].encode("latin-1")
-        kept = [
+        # The API sees the session's caller, and neither the cookie nor any Authorization the page sent.
+        inner["headers"] = [
             (name, value) for name, value in scope["headers"] if name not in {b"cookie", b"authorization"}
         ]
-        authorization = authorization_for(cookie) if cookie is not None else None
-        if authorization is not None:
-            kept.append((b"authorization", authorization.encode("latin-1")))
-        inner["headers"] = kept
+        inner[SESSION_CALLER] = session.caller
         try:
             await self.app(inner, receive, send)
         finally:
@@ -93,15 +84,6 @@ def _policy_for(path: str) -> str | None:
     return None
 
 
-_STATIC_HEADERS: Final[Mapping[str, str]] = {
-    "x-content-type-options": "nosniff",
-    "x-frame-options": "DENY",
-    # Not no-referrer: under it a browser sends "Origin: null" with its own forms, which look foreign then.
-    "referrer-policy": "same-origin",
-    "cross-origin-opener-policy": "same-origin",
-}
-
-
 class ConsoleHeaders:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -116,10 +98,7 @@ class ConsoleHeaders:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
                 # The content route sets its own (a sandbox); a page gets the console's.
-                if "content-security-policy" not in headers:
-                    headers["content-security-policy"] = policy
-                for name, value in _STATIC_HEADERS.items():
-                    headers[name] = value
+                fence(headers, policy)
                 html = headers.get("content-type", "").startswith("text/html")
                 if html and "cache-control" not in headers:
                     headers["cache-control"] = "no-store"

@@ -53,7 +53,7 @@ def render(
             is_admin=caller is not None and Scope.ADMIN in caller.scopes,
             can_write=caller is not None and Scope.WRITE in caller.scopes,
             path=request.url.path,
-            **context,
+            **{"outcome": {}, **context},
         )
     )
     return HTMLResponse(page, status_code=status)

@@ -11,7 +11,7 @@ from blobstore.api.console.thumbnails import DECODABLE
 from blobstore.links import resource_link
 from blobstore.models import Artifact
 from blobstore.units import human_bytes
-from blobstore.views.engine import kind_of
+from blobstore.views.kind import kind_of
 
 TEXT_HEAD: Final = 16 * 1024
 HEX_HEAD: Final = 512
@@ -40,6 +40,21 @@ def has_thumbnail(artifact: Artifact) -> bool:
 
 def size_words(size: int) -> str:
     return human_bytes(size)
+
+
+def round_size_words(size: int) -> str:
+    """A size such as a block size, without a needless decimal: ``1 MiB``, not ``1.0 MiB``."""
+    return human_bytes(size).replace(".0 ", " ")
+
+
+def verify_words(blocks: int, block_size: int, sha256_matches: bool) -> str:
+    """What *Verify now* found: ``22 blocks of 1 MiB, each checked against its XXH3-128; SHA-256 matches``."""
+    digest = "SHA-256 matches" if sha256_matches else "SHA-256 DOES NOT MATCH"
+    if blocks == 0:
+        return f"no blocks (no bytes); {digest}"
+    if blocks == 1:
+        return f"1 block of {round_size_words(block_size)}, checked against its XXH3-128; {digest}"
+    return f"{blocks} blocks of {round_size_words(block_size)}, each checked against its XXH3-128; {digest}"
 
 
 def _span(seconds: float) -> str:

@@ -2,7 +2,8 @@
 
 Every page acts for the session's caller (:mod:`blobstore.api.console.session`) through the service, as the
 API routes do, so a foreign namespace's artifact is not found here either. Every change is a form POST with
-the CSRF token, answered by a redirect (or the page with its result).
+the session's CSRF token, answered by a redirect (``303``, POST/redirect/GET): what it did is kept in the
+session and shown once by the page the redirect lands on, so a reload repeats nothing.
 """
 
 from __future__ import annotations
@@ -21,15 +22,16 @@ from blobstore import metrics
 from blobstore.api.console import present
 from blobstore.api.console.pages import ConsoleRoute, render
 from blobstore.api.console.session import (
-    COOKIE_NAME,
-    COOKIE_PATH,
+    ENDED,
+    TWO_COOKIES,
     LoginRequired,
     Session,
     check_csrf,
-    check_origin,
-    new_local_cookie,
+    clear_session_cookies,
+    cookie_policy,
+    cookie_values,
     open_session,
-    origin_of,
+    set_session_cookie,
 )
 from blobstore.api.console.state import console_state
 from blobstore.api.console.thumbnails import EDGES, MAX_SOURCE_BYTES, NoThumbnail, make_thumbnail_async
@@ -38,9 +40,11 @@ from blobstore.api.routes import health
 from blobstore.api.routes.artifacts import serve_content
 from blobstore.auth import parse_expiry, require_scope, token_state
 from blobstore.cleanup import run_cleanup
+from blobstore.console_sessions import ConsoleSessions
 from blobstore.errors import BlobstoreError, InvalidRequest, NotFound, Unauthorized
 from blobstore.models import Artifact, ArtifactFilter, BlobInfo, Caller, Scope
 from blobstore.service import ArtifactService, decode_cursor, encode_cursor
+from blobstore.share_links import SHARE_PREFIX, capped
 from blobstore.views.engine import views_for
 
 router = APIRouter(prefix="/console", include_in_schema=False, route_class=ConsoleRoute)
@@ -50,7 +54,6 @@ PAGE_SIZE: Final = 50
 MAX_SHARE: Final = timedelta(days=30)
 MAX_PRESIGN_SECONDS: Final = 7 * 24 * 3600
 """The longest a presigned S3 URL (SigV4) may live."""
-SHARE_PREFIX: Final = "/share"
 PDF_PAGE_PROBE: Final = "/v1/artifacts/a_probe/pages/1.png"
 
 Form1 = Annotated[str | None, Form()]
@@ -67,6 +70,10 @@ def _service(request: Request) -> ArtifactService:
     return app_state(request.app).service
 
 
+def _sessions(request: Request) -> ConsoleSessions:
+    return app_state(request.app).runtime.console_sessions
+
+
 def _redirect(url: str) -> RedirectResponse:
     return RedirectResponse(url, status_code=303)
 
@@ -79,8 +86,20 @@ async def _session(request: Request, scope: Scope = Scope.READ) -> Session:
 
 async def _changing(request: Request, csrf: str | None, scope: Scope = Scope.WRITE) -> Session:
     session = await _session(request, scope)
-    await check_csrf(console_state(request.app), request, session.cookie, csrf)
+    check_csrf(session, csrf)
     return session
+
+
+async def _outcome(request: Request, session: Session) -> dict[str, Any]:
+    """What the change that redirected here did (shown once), or nothing."""
+    return await _sessions(request).take_outcome(session) or {}
+
+
+async def _done(request: Request, session: Session, url: str, **outcome: Any) -> RedirectResponse:
+    """The answer to a change: its outcome kept for the page at ``url``, and a redirect there."""
+    if outcome:
+        await _sessions(request).keep_outcome(session, outcome)
+    return _redirect(url)
 
 
 def _bounded(value: str | None, name: str, limit: int) -> str | None:
@@ -91,6 +110,31 @@ def _bounded(value: str | None, name: str, limit: int) -> str | None:
 
 
 # -- login ------------------------------------------------------------------------------------------------
+
+LOGIN_NOTICES: Final = {
+    ENDED: "Your console session has ended (logged out, unused for too long, past its lifetime, or its token "
+    "was revoked or has expired). Log in again.",
+    TWO_COOKIES: "Two console cookies arrived with one request: another site on this host (another port of "
+    "it) set one of its own. Neither was used, both sessions are ended and the cookies cleared. Log in "
+    "again; if this keeps happening, close the pages of other local servers.",
+    "logout": "You have logged out: the session is ended on the server.",
+}
+LOGIN_FAILURES: Final = {
+    "malformed": "That is not a token of this store (bst_…).",
+    "unknown": "No such token.",
+    "revoked": "That token is revoked.",
+    "expired": "That token has expired.",
+    "local": "Local mode is not open here: a token exists now (log in with one), or this browser is not on "
+    "the server's machine.",
+}
+
+
+def _failure(exc: Unauthorized) -> str:
+    """The key of a refused login's reason (the page words it; the query carries nothing of the token)."""
+    for key in ("malformed", "revoked", "expired"):
+        if key in exc.message:
+            return key
+    return "unknown"
 
 
 async def _local_mode_open(request: Request) -> bool:
@@ -109,45 +153,54 @@ async def console_root() -> RedirectResponse:
 
 
 @router.get("/login")
-async def login_page(request: Request) -> HTMLResponse:
-    return render(request, "login.html", None, local_mode=await _local_mode_open(request))
+async def login_page(
+    request: Request,
+    why: Annotated[str | None, Query(max_length=16)] = None,
+    failed: Annotated[str | None, Query(max_length=16)] = None,
+) -> HTMLResponse:
+    return render(
+        request,
+        "login.html",
+        None,
+        local_mode=await _local_mode_open(request),
+        notice=LOGIN_NOTICES.get(why or ""),
+        error=LOGIN_FAILURES.get(failed or ""),
+    )
 
 
 @router.post("/login")
 async def login(request: Request, token: Form1 = None, local: Form1 = None) -> Response:
-    # No session yet, so no CSRF token: a login posted from another site is refused by its origin.
-    check_origin(request.headers, origin_of(request))
+    # No session yet, so no CSRF token: a login posted by a page of another origin never gets here (the
+    # request guard refuses it).
     authenticator = app_state(request.app).runtime.authenticator
-    settings = app_state(request.app).settings
     client = request.client.host if request.client else None
-    if local and not token:
-        if not await _local_mode_open(request):
-            return render(request, "login.html", None, status=401, local_mode=False, error="tokens exist")
-        cookie = new_local_cookie()
-    else:
-        cookie = (token or "").strip()
-        try:
-            await authenticator.authenticate(f"Bearer {cookie}", client_host=client)
-        except Unauthorized as exc:
-            local_mode = await _local_mode_open(request)
-            return render(request, "login.html", None, status=401, local_mode=local_mode, error=exc.message)
+    try:
+        if local and not token:
+            caller = await authenticator.authenticate(None, client_host=client)
+        else:
+            caller = await authenticator.authenticate(f"Bearer {(token or '').strip()}", client_host=client)
+    except Unauthorized as exc:
+        failure = "local" if local and not token else _failure(exc)
+        return _redirect(f"/console/login?failed={failure}")
+    sessions = _sessions(request)
+    policy = cookie_policy(request)
+    # A session this browser had is ended, not left behind (and never reused: a new id every login).
+    for earlier in cookie_values(request.headers.items(), policy.name):
+        await sessions.end_id(earlier)
     response = _redirect("/console/artifacts")
-    response.set_cookie(
-        COOKIE_NAME,
-        cookie,
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https" or (settings.public_url or "").startswith("https:"),
-        path=COOKIE_PATH,
-    )
+    if policy.path != "/":
+        # A cookie of the name another page of the host set at the root would sit beside the new one.
+        response.delete_cookie(policy.name, path="/", httponly=True, samesite="strict")
+    set_session_cookie(response, policy, await sessions.start(caller))
     return response
 
 
 @router.post("/logout")
 async def logout(request: Request, csrf: Form1 = None) -> Response:
-    await _changing(request, csrf, Scope.READ)
-    response = _redirect("/console/login")
-    response.delete_cookie(COOKIE_NAME, path=COOKIE_PATH, httponly=True, samesite="strict")
+    session = await _changing(request, csrf, Scope.READ)
+    await _sessions(request).end(session.id_hash)
+    response = _redirect("/console/login?why=logout")
+    clear_session_cookies(response, cookie_policy(request))
     return response
 
 
@@ -168,6 +221,7 @@ async def browse(
     session = await _session(request)
     caller = session.caller
     service = _service(request)
+    outcome = await _outcome(request, session)
     by_metadata = {
         key: value
         for key, value in (
@@ -204,6 +258,7 @@ async def browse(
         filters=filters,
         next_query=next_query,
         first_page=cursor is None,
+        outcome=outcome,
     )
 
 
@@ -216,11 +271,13 @@ def _pdf_pages_served(request: Request) -> bool:
     return any(route.matches(probe)[0] is Match.FULL for route in request.app.router.routes)
 
 
-async def _artifact_page(
-    request: Request, session: Session, artifact_id: str, *, status: int = 200, **extra: Any
-) -> HTMLResponse:
+async def _artifact_page(request: Request, session: Session, artifact_id: str) -> HTMLResponse:
     service = _service(request)
     artifact = await service.get_artifact(session.caller, artifact_id)
+    outcome = await _outcome(request, session)
+    shared = outcome.get("share")
+    if not isinstance(shared, dict) or shared.get("artifact") != artifact.id:
+        shared = None
     kind = present.preview_kind(artifact)
     head_text = head_hex = None
     head_length = 0
@@ -247,7 +304,6 @@ async def _artifact_page(
         request,
         "artifact.html",
         session,
-        status=status,
         artifact=artifact,
         kind=kind,
         now=service.clock(),
@@ -261,7 +317,8 @@ async def _artifact_page(
         media_rows=present.metadata_rows(artifact.media),
         resource_link=present.resource_link_json(artifact),
         curl=present.curl_command(artifact, base, with_token=not session.is_local),
-        **extra,
+        shared=shared,
+        outcome=outcome,
     )
 
 
@@ -305,18 +362,21 @@ async def verify(request: Request, artifact_id: str) -> JSONResponse:
     digest = hashlib.sha256()
     async for piece in service.stream(blob):
         digest.update(piece)
+    blocks = len(blob.block_xxh3)
+    matches = digest.hexdigest() == artifact.sha256
     return JSONResponse(
         {
-            "blocks_verified": len(blob.block_xxh3),
+            "blocks_verified": blocks,
             "block_size": blob.block_size,
-            "sha256_matches": digest.hexdigest() == artifact.sha256,
+            "sha256_matches": matches,
+            "summary": present.verify_words(blocks, blob.block_size, matches),
         }
     )
 
 
 @router.get("/artifacts/{artifact_id}/twins")
 async def twins(request: Request, artifact_id: str) -> JSONResponse:
-    """Other artifacts of the namespace over the same content: an upload that finds some was already stored
+    """Other artifacts of the namespace over the same content: an upload that finds some added no new bytes
     (dedup across namespaces is never shown)."""
     session = await _session(request)
     service = _service(request)
@@ -325,7 +385,7 @@ async def twins(request: Request, artifact_id: str) -> JSONResponse:
         session.caller.namespace, artifact.sha256, now=service.clock(), limit=6
     )
     others = [{"id": item.id, "name": item.name} for item in found if item.id != artifact.id][:5]
-    return JSONResponse({"already_stored": bool(others), "others": others})
+    return JSONResponse({"same_content": others})
 
 
 def _share_expiry(text: str | None, now: datetime) -> datetime:
@@ -335,42 +395,46 @@ def _share_expiry(text: str | None, now: datetime) -> datetime:
     return moment
 
 
-async def share_url(request: Request, caller: Caller, artifact_id: str, expires: datetime) -> str:
-    """A link to the artifact's bytes that needs no token until ``expires``: a presigned S3 URL where
-    direct downloads are on, else a signed ``/share`` URL of this server."""
+async def share_url(
+    request: Request, caller: Caller, artifact_id: str, wanted: datetime
+) -> tuple[str, datetime]:
+    """A link to the artifact's bytes that needs no token, and when it really ends: ``wanted``, or sooner the
+    caller's token's expiry (a link never outlives its token), or for a presigned S3 URL where direct
+    downloads are on, S3's longest lifetime; else a signed ``/share`` URL of this server, which names the
+    token
+    that minted it and is refused as soon as that token is revoked."""
     service = _service(request)
     artifact, blob = await service.open_artifact(caller, artifact_id)
-    seconds = max(1, math.ceil((expires - service.clock()).total_seconds()))
     blobs = service.blobs
     if service.settings.s3_presign_downloads and isinstance(blobs, _Presigns):
-        return await blobs.presigned_url(
-            blob,
-            expires_in=min(seconds, MAX_PRESIGN_SECONDS),
-            filename=artifact.name,
-            content_type=artifact.mime_type,
+        now = service.clock()
+        until = min(capped(caller, wanted), now + timedelta(seconds=MAX_PRESIGN_SECONDS))
+        seconds = max(1, math.ceil((until - now).total_seconds()))
+        url = await blobs.presigned_url(
+            blob, expires_in=seconds, filename=artifact.name, content_type=artifact.mime_type
         )
-    signer = await console_state(request.app).signer()
-    link = signer.sign(f"{SHARE_PREFIX}/{artifact.namespace}/{artifact.id}", expires)
-    return f"{await base_url(request)}{link.target}"
+        return url, until
+    link = await service.share_links.mint(caller, artifact, wanted)
+    return f"{await base_url(request)}{link.target}", link.expires_at
 
 
 @router.post("/artifacts/{artifact_id}/share")
-async def share(
-    request: Request, artifact_id: str, csrf: Form1 = None, expires: Form1 = None
-) -> HTMLResponse:
+async def share(request: Request, artifact_id: str, csrf: Form1 = None, expires: Form1 = None) -> Response:
     session = await _changing(request, csrf, Scope.READ)
     service = _service(request)
-    moment = _share_expiry(expires, service.clock())
-    url = await share_url(request, session.caller, artifact_id, moment)
+    wanted = _share_expiry(expires, service.clock())
+    url, until = await share_url(request, session.caller, artifact_id, wanted)
     service.audit.record(
         actor=session.caller.actor,
         namespace=session.caller.namespace,
         action="share",
         result="ok",
         artifact_id=artifact_id,
-        extra={"expires_at": moment.astimezone(UTC).isoformat()},
+        extra={"expires_at": until.astimezone(UTC).isoformat()},
     )
-    return await _artifact_page(request, session, artifact_id, share_link=url, share_expires=moment)
+    # The link goes through the session, never the redirect's URL: it is a bearer capability.
+    shared = {"artifact": artifact_id, "link": url, "expires": until.isoformat(), "capped": until < wanted}
+    return await _done(request, session, f"/console/artifacts/{artifact_id}", share=shared)
 
 
 @router.post("/artifacts/{artifact_id}/pin")
@@ -384,8 +448,12 @@ async def pin(request: Request, artifact_id: str, csrf: Form1 = None, pinned: Fo
 @router.post("/artifacts/{artifact_id}/delete")
 async def delete(request: Request, artifact_id: str, csrf: Form1 = None) -> Response:
     session = await _changing(request, csrf)
-    await _service(request).delete_artifact(session.caller, artifact_id)
-    return _redirect("/console/artifacts")
+    service = _service(request)
+    artifact = await service.get_artifact(session.caller, artifact_id)
+    await service.delete_artifact(session.caller, artifact_id)
+    return await _done(
+        request, session, "/console/artifacts", notice=f"Deleted {artifact.name} ({artifact.id})."
+    )
 
 
 # -- upload -----------------------------------------------------------------------------------------------
@@ -394,7 +462,7 @@ async def delete(request: Request, artifact_id: str, csrf: Form1 = None) -> Resp
 @router.get("/upload")
 async def upload_page(request: Request) -> HTMLResponse:
     session = await _session(request, Scope.WRITE)
-    return render(request, "upload.html", session)
+    return render(request, "upload.html", session, outcome=await _outcome(request, session))
 
 
 # -- operate (admin) --------------------------------------------------------------------------------------
@@ -411,7 +479,7 @@ def _total(metric: Any) -> float:
     )
 
 
-async def _operate_page(request: Request, session: Session, **extra: Any) -> HTMLResponse:
+async def _operate_page(request: Request, session: Session) -> HTMLResponse:
     runtime = app_state(request.app).runtime
     service = runtime.service
     now = service.clock()
@@ -427,15 +495,15 @@ async def _operate_page(request: Request, session: Session, **extra: Any) -> HTM
         ready=ready,
         stats=await runtime.repo.stats(now=now),
         headline={
-            "HTTP requests": int(_total(metrics.HTTP_REQUESTS)),
-            "bytes received": int(_total(metrics.BYTES_IN)),
-            "bytes sent": int(_total(metrics.BYTES_OUT)),
-            "storage errors": int(_total(metrics.STORAGE_ERRORS)),
-            "integrity failures": int(_total(metrics.INTEGRITY_FAILURES)),
+            "HTTP requests": str(int(_total(metrics.HTTP_REQUESTS))),
+            "bytes received": present.size_words(int(_total(metrics.BYTES_IN))),
+            "bytes sent": present.size_words(int(_total(metrics.BYTES_OUT))),
+            "storage errors": str(int(_total(metrics.STORAGE_ERRORS))),
+            "integrity failures": str(int(_total(metrics.INTEGRITY_FAILURES))),
         },
         now=now,
-        key_from_setting=service.settings.link_key is not None,
-        **extra,
+        key_from_setting=service.share_links.keys.from_setting,
+        outcome=await _outcome(request, session),
     )
 
 
@@ -445,28 +513,30 @@ async def operate(request: Request) -> HTMLResponse:
 
 
 @router.post("/operate/cleanup")
-async def cleanup(request: Request, csrf: Form1 = None, run: Form1 = None) -> HTMLResponse:
+async def cleanup(request: Request, csrf: Form1 = None, run: Form1 = None) -> Response:
     session = await _changing(request, csrf, Scope.ADMIN)
     report = await run_cleanup(app_state(request.app).runtime.cleanup, dry_run=run != "1")
-    return await _operate_page(request, session, report=report)
+    # The report through the session and a redirect: a reload of the page it lands on runs nothing again.
+    return await _done(request, session, "/console/operate#cleanup", cleanup=report.to_dict())
 
 
 @router.post("/operate/tokens/{token_id}/revoke")
 async def revoke(request: Request, token_id: str, csrf: Form1 = None) -> Response:
-    await _changing(request, csrf, Scope.ADMIN)
+    session = await _changing(request, csrf, Scope.ADMIN)
     runtime = app_state(request.app).runtime
     if not await runtime.repo.revoke_token(token_id, now=runtime.service.clock()):
         raise NotFound("no such token, or it is revoked already")
     runtime.authenticator.forget()
-    return _redirect("/console/operate")
+    notice = f"Token {token_id} is revoked: its console sessions and the share links it made have ended."
+    return await _done(request, session, "/console/operate", notice=notice)
 
 
 @router.post("/operate/link-key")
 async def rotate_link_key(request: Request, csrf: Form1 = None) -> Response:
-    await _changing(request, csrf, Scope.ADMIN)
-    await console_state(request.app).rotate()
-    # The CSRF token of this page was derived from the old key: the next page carries a new one.
-    return _redirect("/console/operate")
+    session = await _changing(request, csrf, Scope.ADMIN)
+    await _service(request).share_links.keys.rotate()
+    notice = "The link key is new: every share link and upload link made before is refused."
+    return await _done(request, session, "/console/operate", notice=notice)
 
 
 # -- shared links -----------------------------------------------------------------------------------------
@@ -475,17 +545,21 @@ async def rotate_link_key(request: Request, csrf: Form1 = None) -> Response:
 @share_router.api_route(f"{SHARE_PREFIX}/{{namespace}}/{{artifact_id}}", methods=["GET", "HEAD"])
 async def shared_content(request: Request, namespace: str, artifact_id: str) -> Response:
     """The bytes behind a signed share link, for anyone holding it until it expires (``Range`` and
-    conditional requests as on the content route); 403 once expired, altered or revoked."""
-    service = _service(request)
-    signer = await console_state(request.app).signer()
-    params = request.query_params
-    signer.verify(request.url.path, params.get("expires"), params.get("sig"), now=service.clock())
-    caller = Caller(namespace=namespace, actor="link", scopes=frozenset({Scope.READ}))
+    conditional requests as on the content route); 403 once expired, altered, its key rotated, or its
+    minting token revoked or expired (:mod:`blobstore.share_links`)."""
+    caller = await _service(request).share_links.check(namespace, artifact_id, request.query_params)
     return await serve_content(request, caller)
 
 
-def login_redirect(_request: Request, _exc: Exception) -> Response:
-    return _redirect("/console/login")
+def login_redirect(request: Request, exc: Exception) -> Response:
+    """No live session: the login page, saying why when there is something to say; a cookie that opens
+    nothing is cleared, and with two cookies, every one of the name the request could carry."""
+    assert isinstance(exc, LoginRequired)
+    if exc.reason is None:
+        return _redirect("/console/login")
+    response = _redirect(f"/console/login?why={exc.reason}")
+    clear_session_cookies(response, cookie_policy(request), exc.clear)
+    return response
 
 
 __all__ = ["LoginRequired", "login_redirect", "router", "share_router"]

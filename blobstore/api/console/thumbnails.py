@@ -2,8 +2,9 @@
 
 An image is decoded only when its header says it has at most :data:`MAX_PIXELS` pixels (Pillow's decompression
 bomb check, raised to an error), from an artifact of at most :data:`MAX_SOURCE_BYTES`; anything else, or
-anything Pillow cannot read, has no thumbnail (the page shows its type instead). Renditions are kept by
-namespace, content and size in a least-recently-used cache of :data:`CACHE_BYTES`.
+anything Pillow cannot read, has no thumbnail (the page shows its type instead); a PNG is read as browsers
+read it (:func:`~blobstore.png_repair.checked_png`). Renditions are kept by namespace, content and size in a
+least-recently-used cache of :data:`CACHE_BYTES`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from typing import Final
 
 import anyio
 import anyio.to_thread
+
+from blobstore.errors import MediaInvalid
+from blobstore.png_repair import checked_png
 
 MAX_PIXELS: Final = 40_000_000
 MAX_SOURCE_BYTES: Final = 64 * 1024 * 1024
@@ -51,7 +55,7 @@ def make_thumbnail(data: bytes, long_edge: int) -> Thumbnail:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(data)) as image:
+            with Image.open(checked_png(io.BytesIO(data))) as image:
                 width, height = image.size
                 if width * height > MAX_PIXELS:
                     raise NoThumbnail("too many pixels")
@@ -60,6 +64,8 @@ def make_thumbnail(data: bytes, long_edge: int) -> Thumbnail:
                 frame = image.convert("RGBA" if image.mode in {"P", "LA", "PA", "RGBA"} else "RGB")
     except NoThumbnail:
         raise
+    except MediaInvalid as exc:  # a PNG whose critical chunk is damaged
+        raise NoThumbnail(exc.message) from exc
     except Exception as exc:  # any decoder failure or bomb: no thumbnail
         raise NoThumbnail("not decodable") from exc
     frame.thumbnail((long_edge, long_edge), Image.Resampling.LANCZOS, reducing_gap=3.0)

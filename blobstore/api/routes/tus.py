@@ -16,7 +16,6 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, Final
 
-import anyio.to_thread
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.routing import APIRoute
 
@@ -53,7 +52,7 @@ from blobstore.api.tus_headers import (
 from blobstore.checksum_spool import BodyChecksum
 from blobstore.errors import BlobstoreError, InvalidRequest
 from blobstore.models import Artifact, Caller, Scope, UploadSession, UploadState
-from blobstore.signed_targets import Signers, link_caller, signed_message
+from blobstore.signed_targets import link_caller, signed_message
 from blobstore.tus_uploads import Appended, TusProgress, TusUploads
 
 logger = logging.getLogger("blobstore.api")
@@ -153,16 +152,6 @@ async def get_tus(request: Request) -> TusUploads:
 
 
 TusDep = Annotated[TusUploads, Depends(get_tus)]
-_SIGNERS_KEY: Final = "blobstore_upload_signers"
-
-
-async def _signers(request: Request) -> Signers:
-    state = app_state(request.app)
-    found = getattr(request.app.state, _SIGNERS_KEY, None)
-    if not isinstance(found, Signers):
-        found = Signers(state.settings.data_dir, state.settings.link_key)
-        setattr(request.app.state, _SIGNERS_KEY, found)
-    return found
 
 
 async def get_tus_caller(request: Request, upload_id: str) -> Caller:
@@ -172,12 +161,10 @@ async def get_tus_caller(request: Request, upload_id: str) -> Caller:
     if "sig" not in params:
         return await get_caller(request)
     namespace = params.get("ns") or ""
-    signers = await _signers(request)
-    signer = signers.loaded
-    if signer is None:
-        signer = await anyio.to_thread.run_sync(signers.load)
-    now = app_state(request.app).service.clock()
-    signer.verify(signed_message(namespace, upload_id), params.get("expires"), params.get("sig"), now=now)
+    service = app_state(request.app).service
+    await service.share_links.keys.verify(
+        signed_message(namespace, upload_id), params.get("expires"), params.get("sig"), now=service.clock()
+    )
     return link_caller(namespace)
 
 

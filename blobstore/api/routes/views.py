@@ -1,4 +1,4 @@
-"""Media views over HTTP: a PDF's page text and page image, an audio segment, a video's keyframes.
+"""Media views over HTTP: every route every view kind declares (:data:`blobstore.views.kinds.KINDS`).
 
 The same views as ``read_artifact`` over MCP (:mod:`blobstore.views`), with the same authentication and
 namespace rules as content reads. A view of immutable content is immutable: a strong ``ETag`` (of the
@@ -10,8 +10,9 @@ do.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
@@ -19,11 +20,13 @@ from fastapi.responses import JSONResponse
 from blobstore.api.deps import BaseUrlDep, CallerDep, ServiceDep
 from blobstore.api.download_responses import CACHE_CONTROL
 from blobstore.api.headers import http_date
-from blobstore.errors import NotFound
+from blobstore.models import Caller
 from blobstore.ranges import none_match
-from blobstore.views.cache import VIEW_VERSION, View, rendition_key
-from blobstore.views.engine import MediaViews, Source, distinct_frames, views_for
-from blobstore.views.params import MAX_EDGE, MAX_FRAMES, MIN_EDGE, check_frames
+from blobstore.service import ArtifactService
+from blobstore.views.cache import VIEW_VERSION, rendition_key
+from blobstore.views.engine import views_for
+from blobstore.views.kind import REQUIRED, Argument, Payload, Route, Source, ViewKind
+from blobstore.views.kinds import KINDS
 
 router = APIRouter(prefix="/v1/artifacts", tags=["views"])
 
@@ -36,11 +39,6 @@ _VIEW_RESPONSES: dict[int | str, dict[str, Any]] = {
     504: {"description": "view_timeout: the decoder ran past its time"},
 }
 
-_Endpoint = TypeVar("_Endpoint", bound=Callable[..., Any])
-
-PageNumber = Annotated[int, Path(ge=1, le=9_999_999)]
-Edge = Annotated[int | None, Query(ge=MIN_EDGE, le=MAX_EDGE, description="Longest side in pixels")]
-
 
 def _etag(source: Source, params: dict[str, Any]) -> str:
     return '"view-' + rendition_key(source.artifact.sha256, params, VIEW_VERSION)[:40] + '"'
@@ -52,18 +50,6 @@ def _headers(source: Source, etag: str) -> dict[str, str]:
         "cache-control": CACHE_CONTROL,
         "last-modified": http_date(source.artifact.created_at),
     }
-
-
-def _view_routes(path: str, name: str, **route: Any) -> Callable[[_Endpoint], _Endpoint]:
-    """``GET`` and ``HEAD`` of one view route, each its own OpenAPI operation."""
-
-    def register(endpoint: _Endpoint) -> _Endpoint:
-        router.head(
-            path, operation_id=f"head_{name}", **{**route, "summary": f"Headers of: {route['summary']}"}
-        )(endpoint)
-        return router.get(path, operation_id=name, **route)(endpoint)
-
-    return register
 
 
 def _bodiless(request: Request, response: Response) -> Response:
@@ -83,153 +69,79 @@ def _fresh(request: Request, source: Source, etag: str) -> Response | None:
     return None
 
 
-def _answer(
-    request: Request, source: Source, etag: str, view: View, media_type: str | None = None
-) -> Response:
-    response = Response(view.data, media_type=media_type or view.mime_type, headers=_headers(source, etag))
-    return _bodiless(request, response)
-
-
-async def _pdf_page(views: MediaViews, caller: CallerDep, artifact_id: str, page: int) -> Source:
-    source = await views.open(caller, artifact_id, kinds=("pdf",))
-    await views.page_count(source, (page,))
-    return source
-
-
-@_view_routes(
-    "/{artifact_id}/pages/{page}.txt",
-    "page_text",
-    summary="The text layer of one PDF page (UTF-8; empty for a page without one)",
-    response_class=Response,
-    responses={200: {"content": {"text/plain": {}}}, **_VIEW_RESPONSES},
-)
-async def page_text(
-    request: Request, artifact_id: str, page: PageNumber, service: ServiceDep, caller: CallerDep
-) -> Response:
-    views = views_for(service)
-    source = await _pdf_page(views, caller, artifact_id, page)
-    etag = _etag(source, {"route": "page.txt", "page": page})
-    fresh = _fresh(request, source, etag)
-    if fresh is not None:
-        return fresh
-    (view,) = await views.page_texts(source, (page,))
-    return _answer(request, source, etag, view, "text/plain; charset=utf-8")
-
-
-@_view_routes(
-    "/{artifact_id}/pages/{page}.png",
-    "page_image",
-    summary="One PDF page rendered as PNG within the long-edge budget",
-    response_class=Response,
-    responses={200: {"content": {"image/png": {}}}, **_VIEW_RESPONSES},
-)
-async def page_image(
-    request: Request,
-    artifact_id: str,
-    page: PageNumber,
-    service: ServiceDep,
-    caller: CallerDep,
-    max_edge: Edge = None,
-) -> Response:
-    views = views_for(service)
-    source = await _pdf_page(views, caller, artifact_id, page)
-    etag = _etag(source, {"route": "page.png", "page": page, "max_edge": max_edge})
-    fresh = _fresh(request, source, etag)
-    if fresh is not None:
-        return fresh
-    return _answer(request, source, etag, await views.page_image(source, page, max_edge))
-
-
-@_view_routes(
-    "/{artifact_id}/audio",
-    "audio_segment",
-    summary="A segment of audio (or a video's sound) as 16 kHz mono PCM WAV",
-    response_class=Response,
-    responses={200: {"content": {"audio/wav": {}}}, **_VIEW_RESPONSES},
-)
-async def audio_segment(
-    request: Request,
-    artifact_id: str,
-    service: ServiceDep,
-    caller: CallerDep,
-    start: Annotated[float, Query(ge=0, description="Start in seconds")] = 0.0,
-    duration: Annotated[
-        float | None, Query(gt=0, description="Length in seconds (default and most: the segment limit)")
-    ] = None,
-) -> Response:
-    views = views_for(service)
-    source = await views.open(caller, artifact_id, kinds=("audio", "video"))
-    etag = _etag(source, {"route": "audio", "start": start, "duration": duration})
-    fresh = _fresh(request, source, etag)
-    if fresh is not None:
-        return fresh
-    view = await views.audio(source, start, duration)
-    response = _answer(request, source, etag, view)
-    response.headers["x-view-start-seconds"] = str(view.meta["start_seconds"])
-    response.headers["x-view-end-seconds"] = str(view.meta["end_seconds"])
-    response.headers["x-media-duration-seconds"] = str(view.meta["duration_seconds"])
-    return response
-
-
-FrameCount = Annotated[int, Query(ge=1, le=MAX_FRAMES, description="Evenly spaced keyframes")]
-
-
-@_view_routes(
-    "/{artifact_id}/frames",
-    "frames",
-    summary="Evenly spaced keyframes of a video: their times and image URLs",
-    responses=_VIEW_RESPONSES,
-)
-async def frames(
-    request: Request,
-    artifact_id: str,
-    service: ServiceDep,
-    caller: CallerDep,
-    base: BaseUrlDep,
-    count: FrameCount = 6,
-    max_edge: Edge = None,
-) -> Response:
-    views = views_for(service)
-    source = await views.open(caller, artifact_id, kinds=("video",))
-    # The listing names its frames by absolute URL, so the base it was built for is part of its identity.
-    etag = _etag(source, {"route": "frames", "count": count, "max_edge": max_edge, "base": base})
-    fresh = _fresh(request, source, etag)
-    if fresh is not None:
-        return fresh
-    facts = await views.facts(source)
-    made = distinct_frames(await views.frames(source, check_frames(count), max_edge=max_edge))
-    edge = f"&max_edge={max_edge}" if max_edge is not None else ""
-    where = f"{base}/v1/artifacts/{source.artifact.id}/frames"
-    items = [{**view.meta, "url": f"{where}/{view.meta['index']}.jpg?count={count}{edge}"} for view in made]
-    listing = JSONResponse(
-        {"artifact_id": source.artifact.id, "video": facts, "frames": items}, headers=_headers(source, etag)
+def _parameter(argument: Argument) -> inspect.Parameter:
+    """A route's parameter as FastAPI reads it from the endpoint's signature: a path or query parameter,
+    bounded and described as the kind declares it."""
+    where = Path if argument.where == "path" else Query
+    options = dict(argument.bounds)
+    if argument.description:
+        assert isinstance(argument.description, str), "an HTTP parameter's words name no setting"
+        options["description"] = argument.description
+    # Annotated over a type known only here: subscribed at run time, as FastAPI reads it.
+    annotation = cast(Any, Annotated)[argument.annotation, where(**options)]
+    default = inspect.Parameter.empty if argument.default is REQUIRED else argument.default
+    return inspect.Parameter(
+        argument.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default
     )
-    return _bodiless(request, listing)
 
 
-@_view_routes(
-    "/{artifact_id}/frames/{index}.jpg",
-    "frame_image",
-    summary="One keyframe of a video (of `count` evenly spaced) as JPEG",
-    response_class=Response,
-    responses={200: {"content": {"image/jpeg": {}}}, **_VIEW_RESPONSES},
-)
-async def frame_image(
-    request: Request,
-    artifact_id: str,
-    index: Annotated[int, Path(ge=0, lt=MAX_FRAMES)],
-    service: ServiceDep,
-    caller: CallerDep,
-    count: FrameCount = 6,
-    max_edge: Edge = None,
-) -> Response:
-    views = views_for(service)
-    source = await views.open(caller, artifact_id, kinds=("video",))
-    if index >= count:
-        raise NotFound(f"frame {index} of {count}: frames count from 0")
-    etag = _etag(source, {"route": "frame", "index": index, "count": count, "max_edge": max_edge})
-    fresh = _fresh(request, source, etag)
-    if fresh is not None:
-        return fresh
-    made = await views.frames(source, count, max_edge=max_edge)
-    return _answer(request, source, etag, made[index])
+def _endpoint(kind: ViewKind, route: Route) -> Callable[..., Awaitable[Response]]:
+    """One function answering ``route`` for every request, with the signature FastAPI reads its parameters
+    from: the artifact id and the path parameters, the service and the caller, the request's base URL when
+    the answer names URLs, then the query parameters."""
+
+    async def endpoint(
+        request: Request, artifact_id: str, service: ArtifactService, caller: Caller, **values: Any
+    ) -> Response:
+        views = views_for(service)
+        source = await views.open(caller, artifact_id, kinds=route.sources or kind.sources)
+        if route.check is not None:
+            await route.check(views, source, values)
+        etag = _etag(source, {**route.etag(values), **(route.varies(views) if route.varies else {})})
+        fresh = _fresh(request, source, etag)
+        if fresh is not None:
+            return fresh
+        made = await route.answer(views, source, values)
+        if not isinstance(made, Payload):
+            return _bodiless(request, JSONResponse(made, headers=_headers(source, etag)))
+        response = _bodiless(
+            request, Response(made.data, media_type=made.media_type, headers=_headers(source, etag))
+        )
+        response.headers.update(made.headers)
+        return response
+
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    path = [argument for argument in route.parameters if argument.where == "path"]
+    query = [argument for argument in route.parameters if argument.where == "query"]
+    endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            inspect.Parameter("request", keyword, annotation=Request),
+            inspect.Parameter("artifact_id", keyword, annotation=str),
+            *(_parameter(argument) for argument in path),
+            inspect.Parameter("service", keyword, annotation=ServiceDep),
+            inspect.Parameter("caller", keyword, annotation=CallerDep),
+            *([inspect.Parameter("base", keyword, annotation=BaseUrlDep)] if route.base_url else []),
+            *(_parameter(argument) for argument in query),
+        ]
+    )
+    endpoint.__name__ = route.name
+    return endpoint
+
+
+def _mount(kind: ViewKind, route: Route) -> None:
+    """``GET`` and ``HEAD`` of one route, each its own operation in the API document."""
+    endpoint = _endpoint(kind, route)
+    options: dict[str, Any] = {"summary": route.summary, "responses": _VIEW_RESPONSES}
+    if route.media_type is not None:
+        options["response_class"] = Response
+        options["responses"] = {200: {"content": {route.media_type: {}}}, **_VIEW_RESPONSES}
+    path = "/{artifact_id}" + route.path
+    router.head(
+        path, operation_id=f"head_{route.name}", **{**options, "summary": f"Headers of: {route.summary}"}
+    )(endpoint)
+    router.get(path, operation_id=route.name, **options)(endpoint)
+
+
+for _kind in KINDS:
+    for _route in _kind.routes:
+        _mount(_kind, _route)

@@ -14,7 +14,9 @@ from blobstore.metadata.repository.artifacts import ArtifactRepository
 from blobstore.metadata.repository.blobs import BlobRepository
 from blobstore.metadata.repository.browse import BrowseRepository
 from blobstore.metadata.repository.collection import CollectionRepository
+from blobstore.metadata.repository.console_sessions import ConsoleSessionRepository
 from blobstore.metadata.repository.renditions import RenditionRepository
+from blobstore.metadata.repository.signing_keys import SigningKeyRepository
 from blobstore.metadata.repository.stats import StatsRepository
 from blobstore.metadata.repository.tokens import TokenRepository
 from blobstore.metadata.repository.tus_tails import TusTailRepository
@@ -33,6 +35,8 @@ class MetadataRepository(
     StatsRepository,
     BrowseRepository,
     RenditionRepository,
+    ConsoleSessionRepository,
+    SigningKeyRepository,
 ):
     """Every metadata read and write of the service, over one :class:`~sqlalchemy.ext.asyncio.AsyncEngine`.
 

@@ -11,6 +11,7 @@ from blobstore.models import (
     BlobRecord,
     BlockDigests,
     ChunkRecord,
+    ConsoleSessionRecord,
     Rendition,
     Scope,
     TokenRecord,
@@ -99,6 +100,26 @@ def token(row: Mapping[Any, Any]) -> TokenRecord:
         expires_at=row["expires_at"],
         revoked_at=row["revoked_at"],
     )
+
+
+def console_session(row: Mapping[Any, Any]) -> ConsoleSessionRecord:
+    """A session row joined with its token's columns (``token__<name>``; all null in local mode)."""
+    token_row = None
+    if row["token_id"] is not None:
+        token_row = token({column: row[f"token__{column}"] for column in _TOKEN_COLUMNS})
+    flash = row["flash"]
+    return ConsoleSessionRecord(
+        id_hash=row["id_hash"],
+        token=token_row,
+        csrf=row["csrf"],
+        created_at=row["created_at"],
+        idle_until=row["idle_until"],
+        expires_at=row["expires_at"],
+        flash=dict(flash) if flash is not None else None,
+    )
+
+
+_TOKEN_COLUMNS = ("id", "namespace", "scopes", "description", "created_at", "expires_at", "revoked_at")
 
 
 def scopes_text(scopes: frozenset[Scope]) -> str:

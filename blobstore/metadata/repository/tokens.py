@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from blobstore.metadata.repository import rows
 from blobstore.metadata.repository.base import RepositoryBase
-from blobstore.metadata.tables import tokens
+from blobstore.metadata.tables import console_sessions, tokens
 from blobstore.models import TokenRecord
 
 
@@ -38,6 +38,12 @@ class TokenRepository(RepositoryBase):
         row = await self._first(sa.select(tokens).where(tokens.c.secret_hash == secret_hash))
         return None if row is None else rows.token(row._mapping)
 
+    async def get_token(self, token_id: str) -> TokenRecord | None:
+        """The token with this id, revoked or expired ones included: the caller checks both."""
+        # Every share link minted by a token asks when it is opened: the single-row path.
+        row = await self._first(_by_id(), {"id": token_id})
+        return None if row is None else rows.token(row._mapping)
+
     async def list_tokens(self, namespace: str | None = None) -> list[TokenRecord]:
         """All tokens (revoked ones too), oldest first, optionally of one namespace."""
         query = sa.select(tokens).order_by(tokens.c.created_at, tokens.c.id)
@@ -48,13 +54,15 @@ class TokenRepository(RepositoryBase):
         return [rows.token(row._mapping) for row in selected]
 
     async def revoke_token(self, token_id: str, *, now: datetime) -> bool:
-        """True when the token existed and was not revoked yet."""
+        """True when the token existed and was not revoked yet. Its console sessions are deleted with it (a
+        session's lookup checks its token anyway, on every replica)."""
         async with self._engine.begin() as conn:
             result = await conn.execute(
                 sa.update(tokens)
                 .where(tokens.c.id == token_id, tokens.c.revoked_at.is_(None))
                 .values(revoked_at=now)
             )
+            await conn.execute(sa.delete(console_sessions).where(console_sessions.c.token_id == token_id))
         return result.rowcount == 1
 
     async def count_tokens(self, *, now: datetime | None = None) -> int:
@@ -79,3 +87,8 @@ def _count_active() -> sa.Select[Any]:
             ),
         )
     )
+
+
+@functools.cache
+def _by_id() -> sa.Select[Any]:
+    return sa.select(tokens).where(tokens.c.id == sa.bindparam("id"))

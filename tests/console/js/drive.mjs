@@ -127,6 +127,7 @@ try {
     return rows.length > 0 && rows.at(-1).dataset.state === "done";
   });
   seen.duplicate = (await uploadRows()).at(-1);
+  seen.duplicateStatus = await page.$$eval("#uploads li .status", (rows) => rows.at(-1).textContent);
 
   begin("folder");
   await page.setInputFiles("#folder", config.folder);
@@ -211,7 +212,8 @@ try {
 
   begin("share");
   await byId("share-expires").fill("1h");
-  await Promise.all([page.waitForURL(`**/console/artifacts/${config.wavId}/share`), byId("share").click()]);
+  // POST/redirect/GET: the link is on the artifact's page the redirect lands on.
+  await Promise.all([page.waitForEvent("load"), byId("share").click()]);
   const link = await byId("share-link").inputValue();
   await page.locator('button.copy[data-copy="share-link"]').click();
   await page.waitForFunction(() => document.querySelector('button.copy[data-copy="share-link"]').dataset.copied === "1");
@@ -221,7 +223,7 @@ try {
   const fetched = await stranger.get(copied);
   seen.share = { link, copied, status: fetched.status(), size: (await fetched.body()).length };
   await byId("share-expires").fill(`${config.shortLinkSeconds}s`);
-  await Promise.all([page.waitForResponse(/\/share$/), byId("share").click()]);
+  await Promise.all([page.waitForEvent("load"), byId("share").click()]);
   const shortLink = await byId("share-link").inputValue();
   seen.share.shortBefore = (await stranger.get(shortLink)).status();
   await new Promise((resolve) => setTimeout(resolve, (config.shortLinkSeconds + 1.5) * 1000));
@@ -244,7 +246,8 @@ try {
   await page.goto(`${config.server}/console/operate`);
   seen.usage = await page.$$eval("#usage tbody tr", (rows) => rows.map((row) => row.textContent));
   await shot("operate");
-  await Promise.all([page.waitForURL("**/console/operate/cleanup"), byId("cleanup-dry-run").click()]);
+  await Promise.all([page.waitForEvent("load"), byId("cleanup-dry-run").click()]);
+  seen.cleanupUrl = page.url();
   seen.cleanup = {
     summary: await byId("cleanup-summary").textContent(),
     steps: await page.$$eval("#cleanup-report tbody tr td:first-child", (cells) => cells.map((c) => c.textContent)),
@@ -258,7 +261,7 @@ try {
   seen.afterDelete = await page.$$eval("#artifact-list tr", (rows) => rows.map((row) => row.dataset.id ?? ""));
 
   begin("other-namespace");
-  await Promise.all([page.waitForURL("**/console/login"), page.locator("form[action='/console/logout'] button").click()]);
+  await Promise.all([page.waitForURL("**/console/login?why=logout"), page.locator("form[action='/console/logout'] button").click()]);
   await login(config.tokenB);
   seen.otherListed = await page.$$eval("#artifact-list td.name a", (links) => links.map((link) => link.textContent));
   seen.otherEmpty = (await byId("no-artifacts").count()) > 0;

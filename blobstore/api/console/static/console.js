@@ -1,5 +1,5 @@
 // The console's only script: copy buttons, previews loaded on demand, and resumable chunked uploads.
-// It talks to the API under /console/api/ (the server turns the HttpOnly session cookie into the token) and
+// It talks to the API under /console/api/ (the server acts as the HttpOnly session cookie's session) and
 // sends the page's CSRF token with every change. Text from the server is only ever set as textContent.
 "use strict";
 
@@ -72,9 +72,7 @@ function wirePreview() {
         return;
       }
       const body = await response.json();
-      result.textContent = `XXH3 blocks verified: ${body.blocks_verified} of ${body.block_size} bytes, SHA-256 ${
-        body.sha256_matches ? "matches" : "DOES NOT MATCH"
-      }`;
+      result.textContent = body.summary; // worded by the server: "22 blocks of 1 MiB, each checked ..."
       result.dataset.verified = body.sha256_matches ? "1" : "0";
     });
   }
@@ -219,15 +217,26 @@ async function uploadFile(file, path) {
     }
     view.bar.value = view.bar.max;
     const twins = await (await fetch(`/console/artifacts/${artifactId}/twins`)).json();
+    const earlier = twins.same_content[0];
     view.row.dataset.state = "done";
     view.row.dataset.artifactId = artifactId;
-    view.row.dataset.dedup = twins.already_stored ? "already stored" : "new";
-    const resumed = view.row.dataset.resumed ? `, resumed with ${view.row.dataset.resumed} of ${count} chunks` : "";
-    view.status.textContent = `${twins.already_stored ? "already stored" : "stored"}${resumed}: `;
-    const link = document.createElement("a");
-    link.href = `/console/artifacts/${artifactId}`;
-    link.textContent = artifactId;
-    view.status.append(link);
+    view.row.dataset.dedup = earlier ? "same content" : "new";
+    const resumed = view.row.dataset.resumed ? ` (resumed with ${view.row.dataset.resumed} of ${count} chunks)` : "";
+    const artifactLink = (id) => {
+      const link = document.createElement("a");
+      link.href = `/console/artifacts/${id}`;
+      link.textContent = id;
+      return link;
+    };
+    // A deduplicated upload is a new artifact over content the namespace held already: say both.
+    view.status.textContent = `stored as `;
+    view.status.append(artifactLink(artifactId));
+    if (earlier) {
+      view.status.append(document.createTextNode(": same content as "), artifactLink(earlier.id));
+      view.status.append(document.createTextNode(`, no new bytes${resumed}`));
+    } else {
+      view.status.append(document.createTextNode(resumed));
+    }
   } catch (error) {
     view.row.dataset.state = "failed";
     view.status.textContent = `failed: ${error.message}`;

@@ -1,0 +1,1 @@
+"""What answers carry: resource links, inline blocks within budgets, cached downscales, spliced blobs."""

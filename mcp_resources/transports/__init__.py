@@ -1,0 +1,1 @@
+"""What a connection needs: the low-level server, stdio and streamable HTTP, notifications, SDK internals."""
