@@ -152,6 +152,8 @@ class Settings(BaseSettings):
     """Pages one ``read_artifact(pages=...)`` call may ask for."""
     view_max_audio_seconds: float = Field(default=30.0, gt=0, le=600)
     """Longest audio segment one view returns."""
+    view_max_transcript_seconds: float = Field(default=600.0, gt=0, le=86_400)
+    """The longest stretch of a recording one transcript call covers (its ``Next:`` line names the rest)."""
     view_timeout_seconds: float = Field(default=30.0, gt=0)
     """A decoder worker still running after this is killed (``view_timeout``)."""
     view_workers: int = Field(default=2, ge=1, le=64)

@@ -112,6 +112,10 @@ class Engine(Protocol):
 
     async def facts(self, source: Source) -> dict[str, Any]: ...
 
+    async def speech(self, source: Source) -> list[tuple[float, float]]:
+        """Where speech is in an audio or video source: spans in seconds from its start."""
+        ...
+
     async def decode(self, source: Source, op: str, **args: Any) -> Decoded:
         """Run job ``op`` in a worker over the source's bytes."""
         ...

@@ -122,7 +122,8 @@ async def answer(views: Engine, caller: Caller, artifact_id: str, values: Values
             mime_type="audio/wav",
             size=len(view.data),
         )
-    tail = next_segment_hint(end, total, duration or views.max_audio_seconds)
+    speech = (await views.facts(source)).get("speech")
+    tail = next_segment_hint(end, total, duration or views.max_audio_seconds, speech)
     return Answer(head, [item], tail, {"kind": "audio", **meta, "estimated_tokens": tokens})
 
 
@@ -139,14 +140,15 @@ def _number(name: str, value: str) -> float:
     return number
 
 
-def _values(path: Mapping[str, str], query: str) -> dict[str, Any]:
+def window_values(path: Mapping[str, str], query: str) -> dict[str, Any]:
+    """``start`` and ``duration`` of an audio or transcript URI's query."""
     from urllib.parse import unquote  # here, not in the worker, which never reads a URI
 
     given: dict[str, str] = {}
     for item in query.split("&") if query else []:
         key, _, value = item.partition("=")
         if key not in {"start", "duration"} or key in given:
-            raise InvalidRequest("an audio URI takes start and duration, each at most once")
+            raise InvalidRequest("this URI takes start and duration, each at most once")
         given[key] = unquote(value)
     start = _number("start", given["start"]) if "start" in given else 0.0
     duration = _number("duration", given["duration"]) if "duration" in given else None
@@ -181,22 +183,26 @@ async def _payload(views: Engine, source: Source, values: Values) -> Payload:
 
 def _duration_words(settings: Settings) -> str:
     return (
-        f"Audio or video: segment length in seconds (default and most {settings.view_max_audio_seconds:g})."
+        f"Audio or video: segment length in seconds (default and most {settings.view_max_audio_seconds:g}; "
+        f"a transcript's: {settings.view_max_transcript_seconds:g})."
     )
 
+
+START_ARGUMENT: Final = Argument(
+    "start_seconds",
+    float | None,
+    description="Audio or video: where the segment (or transcript) starts, in seconds.",
+    bounds={"ge": 0},
+)
+DURATION_ARGUMENT: Final = Argument(
+    "duration_seconds", float | None, description=_duration_words, bounds={"gt": 0}
+)
+"""A segment's window, which a transcript shares (:mod:`blobstore.views.kinds.transcripts`)."""
 
 KIND: Final = ViewKind(
     name="segments",
     sources=SOURCES,
-    arguments=(
-        Argument(
-            "start_seconds",
-            float | None,
-            description="Audio or video: where the segment starts, in seconds.",
-            bounds={"ge": 0},
-        ),
-        Argument("duration_seconds", float | None, description=_duration_words, bounds={"gt": 0}),
-    ),
+    arguments=(START_ARGUMENT, DURATION_ARGUMENT),
     selectors=("start_seconds", "duration_seconds"),
     noun="segment",
     example="start_seconds=0",
@@ -232,7 +238,7 @@ KIND: Final = ViewKind(
             description=_template_words,
             ref="audio",
             path=re.compile(r"audio"),
-            values=_values,
+            values=window_values,
             read=_read,
         ),
     ),
