@@ -23,6 +23,8 @@ from blobstore.tokens import estimate_text_tokens
 from blobstore.views.describe import next_speech, seconds
 from blobstore.views.engines import av, sphinx
 from blobstore.views.kind import (
+    DURATION_ARGUMENT,
+    START_ARGUMENT,
     Answer,
     Argument,
     Budget,
@@ -41,7 +43,7 @@ from blobstore.views.kind import (
     View,
     ViewKind,
 )
-from blobstore.views.kinds.segments import DURATION_ARGUMENT, START_ARGUMENT, window_values
+from blobstore.views.params import parse_window_query
 from blobstore.views.plain_text import plain_text
 from blobstore.views.progress import report
 
@@ -275,8 +277,23 @@ def transcript_uri(artifact_id: str, start: float, duration: float) -> str:
 
 
 async def answer(views: Engine, caller: Caller, artifact_id: str, values: Values, budget: Budget) -> Answer:
+    return await _answer(views, caller, artifact_id, values["duration_seconds"], values, budget)
+
+
+async def segment_text(
+    views: Engine, caller: Caller, artifact_id: str, values: Values, budget: Budget
+) -> Answer:
+    """A segment in text (``include_media=false``): what was said in it, its window the segment's own
+    (``duration_seconds`` defaulting to the longest segment)."""
+    duration = values["duration_seconds"] or views.max_audio_seconds
+    return await _answer(views, caller, artifact_id, duration, values, budget)
+
+
+async def _answer(
+    views: Engine, caller: Caller, artifact_id: str, duration: float | None, values: Values, budget: Budget
+) -> Answer:
     source = await views.open(caller, artifact_id, kinds=SOURCES)
-    found = await transcript(views, source, values["start_seconds"] or 0.0, values["duration_seconds"])
+    found = await transcript(views, source, values["start_seconds"] or 0.0, duration)
     text = text_of(found)
     tokens = estimate_text_tokens(text)
     name = source.artifact.name
@@ -438,7 +455,7 @@ KIND: Final = ViewKind(
             description=_template_words,
             ref="transcript",
             path=re.compile(r"transcript"),
-            values=window_values,
+            values=parse_window_query,
             read=_read,
         ),
     ),
