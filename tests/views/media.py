@@ -246,6 +246,23 @@ def silent_flac(seconds: float, rate: int = 8_000) -> bytes:
     return out.getvalue()
 
 
+def as_mp3(wav: bytes) -> bytes:
+    """``wav`` encoded by FFmpeg (LAME) as a mono MP3."""
+    out = io.BytesIO()
+    with av.open(io.BytesIO(wav), "r") as source, av.open(out, "w", format="mp3") as container:
+        stream = container.add_stream("libmp3lame", rate=44_100, layout="mono")
+        assert isinstance(stream, av.AudioStream)
+        resampler = av.AudioResampler(format="s16p", layout="mono", rate=44_100)
+        for frame in source.decode(audio=0):
+            for piece in resampler.resample(frame):
+                piece.pts = None
+                for packet in stream.encode(piece):
+                    container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return out.getvalue()
+
+
 def many_channels_wav(channels: int = 64, seconds: float = 1.0, rate: int = 16_000) -> bytes:
     """A WAV of ``channels`` channels (the stdlib writer allows any count), each the ALSA voice's start."""
     import wave
