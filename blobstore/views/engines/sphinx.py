@@ -30,9 +30,12 @@ def version() -> str:
 
 
 class Recognizer:
-    """A PocketSphinx decoder for ``language`` (``unsupported_media`` for one whose model is not shipped)."""
+    """A PocketSphinx decoder for ``language`` (``unsupported_media`` for one whose model is not shipped;
+    ``model`` is unused: the wheel's own is read)."""
 
-    def __init__(self, language: str) -> None:
+    def __init__(self, language: str | None, model: str | None = None) -> None:
+        language = language or LANGUAGES[0]
+        self.language: str | None = language
         if language not in LANGUAGES:
             raise UnsupportedMedia(
                 f"PocketSphinx has no model for language {language!r} (it ships {', '.join(LANGUAGES)})"

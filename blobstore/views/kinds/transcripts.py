@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 from blobstore.errors import InvalidRequest
 from blobstore.tokens import estimate_text_tokens
 from blobstore.views.describe import next_speech, seconds
-from blobstore.views.engines import av, sphinx
+from blobstore.views.engines import av, sphinx, whisper
 from blobstore.views.kind import (
     DURATION_ARGUMENT,
     START_ARGUMENT,
@@ -60,19 +60,47 @@ PIECE_SECONDS: Final = 60.0
 """The most speech one worker job transcribes: its samples, about 2 MB, are all it holds."""
 LOW_CONFIDENCE: Final = 0.5
 """A segment whose words' mean confidence (0-1) is under this is marked ``(low confidence)``."""
-LANGUAGE: Final = "en-us"
 
 
 class Recognizer(Protocol):
-    """What a speech engine (:mod:`blobstore.views.engines`) offers: built for a language, it turns one
-    utterance of 16 kHz mono s16 samples starting ``offset`` seconds into the recording into a segment
-    ``{start, end, text, confidence, words}`` (None when it hears no word)."""
+    """What a speech engine (:mod:`blobstore.views.engines`) offers: built for a language (None: it detects
+    it) from a model (a directory, or None for one it ships), it turns one utterance of 16 kHz mono s16
+    samples starting ``offset`` seconds into the recording into a segment ``{start, end, text, confidence,
+    words}`` (None when it hears no word), and says the language it heard in."""
+
+    language: str | None
 
     def transcribe(self, pcm: bytes, offset: float) -> dict[str, Any] | None: ...
 
 
-SPEECH_ENGINES: Final = {sphinx.NAME: sphinx}
-"""The speech engines by name, each a module with ``NAME``, ``version()`` and ``Recognizer(language)``."""
+SPEECH_ENGINES: Final = {sphinx.NAME: sphinx, whisper.NAME: whisper}
+"""The speech engines by name, each a module with ``NAME``, ``version()`` and ``Recognizer(language,
+model)``."""
+
+
+class Setup(NamedTuple):
+    """The speech engine this server transcribes with (``BLOBSTORE_TRANSCRIBE_*``)."""
+
+    engine: str
+    model: str | None
+    """The model directory, for an engine that reads one."""
+    language: str | None
+    """The language asked for; None: the engine detects it."""
+
+    def key(self) -> dict[str, Any]:
+        """What a transcript's cache key names of it: the engine's version, its model, the language."""
+        module = SPEECH_ENGINES[self.engine]
+        model = whisper.model_id(self.model) if self.engine == whisper.NAME else "en-us"
+        return {"engine": module.version(), "model": model, "language": self.language or "detected"}
+
+
+def setup(views: Engine) -> Setup:
+    settings = views.settings
+    model = str(settings.transcribe_model) if settings.transcribe_model is not None else None
+    if settings.transcribe_engine == whisper.NAME:
+        return Setup(whisper.NAME, model, settings.transcribe_language)
+    return Setup(sphinx.NAME, None, settings.transcribe_language or sphinx.LANGUAGES[0])
+
 
 Span = tuple[float, float]
 
@@ -80,10 +108,12 @@ Span = tuple[float, float]
 # -- jobs, in the worker ----------------------------------------------------------------------------------
 
 
-def transcribe_spans(path: str, spans: list[list[float]], engine: str, language: str) -> Decoded:
-    """The segments heard in each of ``spans`` (``[start, end]`` seconds from the file's start), as JSON:
-    each span's samples decoded after a seek and transcribed as one utterance."""
-    recognizer: Recognizer = SPEECH_ENGINES[engine].Recognizer(language)
+def transcribe_spans(
+    path: str, spans: list[list[float]], engine: str, language: str | None, model: str | None = None
+) -> Decoded:
+    """The segments heard in each of ``spans`` (``[start, end]`` seconds from the file's start), as JSON with
+    the language heard: each span's samples decoded after a seek and transcribed as one utterance."""
+    recognizer: Recognizer = SPEECH_ENGINES[engine].Recognizer(language, model)
     segments = []
     for start, end in spans:
         pcm = b"".join(av.pcm_pieces(path, start, end - start))
@@ -91,7 +121,7 @@ def transcribe_spans(path: str, spans: list[list[float]], engine: str, language:
         if found is not None:
             found["text"] = plain_text(str(found["text"]))
             segments.append(found)
-    meta = {"spans": len(spans)}
+    meta = {"spans": len(spans), "language": recognizer.language}
     return Decoded(meta=meta, parts=[(meta, json.dumps({"segments": segments}).encode())])
 
 
@@ -157,10 +187,6 @@ class Transcript(NamedTuple):
     segments: list[dict[str, Any]]
 
 
-def engine_name(views: Engine) -> str:
-    return sphinx.NAME
-
-
 async def transcript(views: Engine, source: Source, start: float, duration: float | None) -> Transcript:
     """The segments heard in a window of ``source``, piece by piece (each cached), progress told between
     pieces."""
@@ -168,35 +194,36 @@ async def transcript(views: Engine, source: Source, start: float, duration: floa
     speech = await views.speech(source)
     most = views.settings.view_max_transcript_seconds
     found = window(speech, start, duration, float(facts["duration_seconds"]), most)
-    name = engine_name(views)
-    module = SPEECH_ENGINES[name]
-    engine = module.version()
+    engine = setup(views)
+    key = engine.key()
     groups = pieces(found.speech)
     spoken = sum(b - a for a, b in found.speech)
     done = 0.0
     segments: list[dict[str, Any]] = []
+    heard: list[str] = []
     for group in groups:
         spans = [[a, b] for a, b in group]
-        params = {
-            "op": "transcript",
-            "spans": spans,
-            "engine": engine,
-            "model": LANGUAGE,
-            "language": LANGUAGE,
-        }
 
         async def compute(spans: list[list[float]] = spans) -> View:
             decoded = await views.decode(
-                source, "transcribe_spans", spans=spans, engine=name, language=LANGUAGE
+                source,
+                "transcribe_spans",
+                spans=spans,
+                engine=engine.engine,
+                language=engine.language,
+                model=engine.model,
             )
             meta, data = decoded.parts[0]
             return View(data=data, mime_type="application/json", meta=meta)
 
-        view = await views.one(source, params, compute)
+        view = await views.one(source, {"op": "transcript", "spans": spans, **key}, compute)
         segments.extend(json.loads(view.data)["segments"])
+        if view.meta.get("language") and view.meta["language"] not in heard:
+            heard.append(str(view.meta["language"]))
         done += sum(b - a for a, b in group)
         await report(round(done, 3), round(spoken, 3), f"transcribed {done:.0f} of {spoken:.0f} s of speech")
-    return Transcript(engine, LANGUAGE, found, segments)
+    language = engine.language or ("+".join(heard) if heard else "not detected: no speech")
+    return Transcript(str(key["engine"]), language, found, segments)
 
 
 # -- words ------------------------------------------------------------------------------------------------
@@ -351,11 +378,11 @@ def _etag(route: str) -> Any:
 
 def _varies(views: Engine) -> dict[str, Any]:
     """A transcript's bytes depend on the engine, its model and language, and the longest window."""
-    return {
-        "engine": engine_name(views),
-        "language": LANGUAGE,
-        "most": views.settings.view_max_transcript_seconds,
-    }
+    engine = setup(views)
+    varies = {"engine": engine.engine, "language": engine.language}
+    if engine.model is not None:
+        varies["model"] = engine.model
+    return {**varies, "most": views.settings.view_max_transcript_seconds}
 
 
 def _headers(found: Transcript) -> dict[str, str]:
