@@ -23,7 +23,8 @@ FFmpeg) and reports:
   silence between), the transcript's word error rate and real-time factor (PocketSphinx, first transcript,
   worker start included), the voice-activity detector's seconds per hour of audio (the speech map of the WAV
   recording), and tokens to answer "what did the speaker say at 0:12": the 30 s audio segment from 0:12
-  against the transcript from 0:12.
+  against the transcript from 0:12; with ``--whisper-model DIR`` (a CTranslate2 Whisper model directory, the
+  ``whisper`` extra installed) the same word error rate and real-time factor of faster-whisper.
 
     .venv/bin/python bench/views.py                  # the full run (makes about 350 MB of media)
     .venv/bin/python bench/views.py --hours 0.1      # a quick one over a six-minute recording
@@ -408,22 +409,44 @@ def word_error_rate(reference: str, heard: str) -> float:
     return row[-1] / len(ref)
 
 
-async def speech_rows(
-    service: ArtifactService, ids: dict[str, str], hours: float, root: Path
-) -> dict[str, Any]:
-    """Word error rate and real-time factor of the transcript, VAD time per hour, and the 0:12 question."""
-    from blobstore.tokens import estimate_text_tokens
+async def transcribe_row(views: MediaViews, voices: Any, length: float) -> dict[str, Any]:
+    """The word error rate and real-time factor of the first transcript of the voices (a worker's start
+    included)."""
     from blobstore.views.kinds import transcripts
 
-    await _forget_views(service)
-    views = MediaViews(service, spool=root / "speech")
-    voices = await views.open(CALLER, ids["voices"])
-    length = float((await views.facts(voices))["duration_seconds"])
     started = time.perf_counter()
     found = await transcripts.transcript(views, voices, 0.0, None)
     seconds = time.perf_counter() - started
     heard = " ".join(str(segment["text"]) for segment in found.segments)
     spoken = sum(end - start for start, end in found.window.speech)
+    return {
+        "engine": found.engine,
+        "heard": heard,
+        "word_error_rate": round(word_error_rate(found_reference(), heard), 3),
+        "transcript_seconds": round(seconds, 3),
+        "real_time_factor": round(seconds / length, 3),
+        "real_time_factor_of_speech": round(seconds / spoken, 3),
+    }
+
+
+async def speech_rows(
+    service: ArtifactService, ids: dict[str, str], hours: float, root: Path, whisper_model: Path | None = None
+) -> dict[str, Any]:
+    """Word error rate and real-time factor of the transcript, VAD time per hour, and the 0:12 question."""
+    from blobstore.tokens import estimate_text_tokens
+
+    await _forget_views(service)
+    views = MediaViews(service, spool=root / "speech")
+    voices = await views.open(CALLER, ids["voices"])
+    length = float((await views.facts(voices))["duration_seconds"])
+    sphinx = await transcribe_row(views, voices, length)
+    whisper: dict[str, Any] | str = "not measured: no --whisper-model"
+    if whisper_model is not None:
+        views.settings = views.settings.model_copy(
+            update={"transcribe_engine": "whisper", "transcribe_model": whisper_model}
+        )
+        whisper = await transcribe_row(views, voices, length)
+        views.settings = service.settings
     recording = await views.open(CALLER, ids["wav"])
     started = time.perf_counter()
     await views.speech(recording)
@@ -442,13 +465,9 @@ async def speech_rows(
     return {
         "recording": "ALSA voices, " + ", ".join(VOICES) + f", {VOICE_GAP:g} s apart",
         "recording_seconds": length,
-        "engine": found.engine,
         "reference": found_reference(),
-        "heard": heard,
-        "word_error_rate": round(word_error_rate(found_reference(), heard), 3),
-        "transcript_seconds": round(seconds, 3),
-        "real_time_factor": round(seconds / length, 3),
-        "real_time_factor_of_speech": round(seconds / spoken, 3),
+        **sphinx,
+        "whisper": whisper,
         "vad_seconds_per_hour": round(vad / hours, 3),
         "at_0_12": {
             "audio_segment_tokens": segment_view.get("estimated_tokens"),
@@ -462,9 +481,11 @@ def found_reference() -> str:
     return " ".join(name.replace("_", " ").lower() for name in VOICES)
 
 
-async def main(hours: float, runs: int, keep: bool, speech_only: bool = False) -> None:
+async def main(
+    hours: float, runs: int, keep: bool, speech_only: bool = False, whisper_model: Path | None = None
+) -> None:
     if speech_only:
-        await speech_main(hours, keep)
+        await speech_main(hours, keep, whisper_model)
         return
     work = Path(tempfile.mkdtemp(prefix="bench-views-"))
     try:
@@ -498,7 +519,7 @@ async def main(hours: float, runs: int, keep: bool, speech_only: bool = False) -
             times = await view_times(service, ids, runs, work / "views")
             ocr = await ocr_rows(service, ids, work / "views")
             scenes = await scene_rows(service, ids["video"], scene_minutes, work / "views")
-            speech = await speech_rows(service, ids, hours, work / "views")
+            speech = await speech_rows(service, ids, hours, work / "views", whisper_model)
         rss = await parallel_rss(settings, ids, work)
         report = {
             "page_37_tokens": tokens,
@@ -514,7 +535,7 @@ async def main(hours: float, runs: int, keep: bool, speech_only: bool = False) -
             shutil.rmtree(work, ignore_errors=True)
 
 
-async def speech_main(hours: float, keep: bool) -> None:
+async def speech_main(hours: float, keep: bool, whisper_model: Path | None) -> None:
     """The speech rows alone: the ALSA voices and a WAV recording of ``hours``."""
     work = Path(tempfile.mkdtemp(prefix="bench-speech-"))
     try:
@@ -525,7 +546,8 @@ async def speech_main(hours: float, keep: bool) -> None:
                 "voices": await store(service, work / "voices.wav"),
                 "wav": await store(service, work / "meeting.wav"),
             }
-            print(json.dumps({"speech": await speech_rows(service, ids, hours, work / "views")}, indent=2))
+            found = await speech_rows(service, ids, hours, work / "views", whisper_model)
+            print(json.dumps({"speech": found}, indent=2))
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -539,6 +561,7 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=3, help="fresh caches to take medians over (default 3)")
     parser.add_argument("--keep", action="store_true", help="keep the media and data directory")
     parser.add_argument("--speech-only", action="store_true", help="only the speech rows")
+    parser.add_argument("--whisper-model", type=Path, help="a CTranslate2 Whisper model directory to measure")
     options = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
-        anyio.run(main, options.hours, options.runs, options.keep, options.speech_only)
+        anyio.run(main, options.hours, options.runs, options.keep, options.speech_only, options.whisper_model)
