@@ -67,5 +67,9 @@ async def test_the_host_config_with_the_full_path_starts_blobstore_mcp_without_p
         "blobstore://artifacts/{artifact_id}{?offset,length}",
         "blobstore://artifacts/{artifact_id}/pages/{page}.txt",
         "blobstore://artifacts/{artifact_id}/pages/{page}.png",
+        "blobstore://artifacts/{artifact_id}/pages/{page}/ocr.json",
         "blobstore://artifacts/{artifact_id}/audio{?start,duration}",
+        "blobstore://artifacts/{artifact_id}/ocr.txt{?region}",
+        "blobstore://artifacts/{artifact_id}/ocr.json{?region}",
+        "blobstore://artifacts/{artifact_id}/transcript{?start,duration}",
     ]
