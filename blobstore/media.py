@@ -199,17 +199,22 @@ def facts_line(mime_type: str, facts: Mapping[str, Any]) -> str | None:
 def first_view_hint(
     mime_type: str, facts: Mapping[str, Any], max_audio_seconds: float = 30.0, tool: str = "read_artifact"
 ) -> str | None:
-    """The view to call first: ``read page 1 with read_artifact(uri, pages="1")``. ``tool`` is the read
-    tool's name where the host offers it under another (the proxy renames it beside an upstream's own)."""
+    """The view to call first: ``read page 1 with read_artifact(uri, pages="1")``; for a recording in which
+    speech was found (or whose speech map is not known), its transcript first, the sound as evidence. ``tool``
+    is the read tool's name where the host offers it under another (the proxy renames it beside an upstream's
+    own)."""
     if "pages" in facts:
         return f'read page 1 with {tool}(uri, pages="1")'
     duration = facts.get("duration_seconds")
     if not isinstance(duration, int | float):
         return None
+    said = f"read what is said with {tool}(uri, transcript=true)"
     if mime_type.startswith("video/"):
-        return f"see it with {tool}(uri, frames=6); hear it with {tool}(uri, start_seconds=0)"
+        hint = f"see it with {tool}(uri, frames=6); hear it with {tool}(uri, start_seconds=0)"
+        return f"{hint}; {said}" if facts.get("speech") else hint
     length = min(max_audio_seconds, duration)
-    return f"hear the first {length:g} s with {tool}(uri, start_seconds=0, duration_seconds={length:g})"
+    hear = f"hear the first {length:g} s with {tool}(uri, start_seconds=0, duration_seconds={length:g})"
+    return hear if facts.get("speech") == [] else f"{said}; {hear}"
 
 
 def media_summary(mime_type: str, facts: Mapping[str, Any], max_audio_seconds: float = 30.0) -> str | None:

@@ -14,7 +14,8 @@ from mcp.types import CallToolResult, TextContent, TextResourceContents
 
 from blobstore.config import Settings
 from blobstore.errors import BlobstoreError
-from blobstore.links import describe
+from blobstore.links import describe, describe_with_view
+from blobstore.media import first_view_hint
 from blobstore.runtime import open_service
 from blobstore.views.engine import published_speech, views_for
 from blobstore.views.kinds import transcripts
@@ -217,6 +218,11 @@ async def test_the_speech_map_is_in_the_facts_and_the_link_description(media_set
         assert begins - 0.3 <= start <= begins
         assert ends <= end <= ends + 0.3
     assert "speech 0:00-0:02, 0:11-0:13 of 0:13" in describe(artifact)
+    # The link names the transcript first, the sound as its evidence.
+    assert describe_with_view(artifact).endswith(
+        "; read what is said with read_artifact(uri, transcript=true); hear the first 12.908 s with "
+        "read_artifact(uri, start_seconds=0, duration_seconds=12.908)"
+    )
 
 
 def test_a_long_meetings_map_joins_its_closest_spans_to_stay_short() -> None:
@@ -279,6 +285,9 @@ async def test_hostile_recordings_are_bounded_and_answered_never_internal(tmp_pa
     assert len(ten_hours) < 8 * 1024 * 1024
     facts, silence = await _transcript_or_error(settings, "silence.flac", ten_hours)
     assert facts["speech"] == []
+    assert first_view_hint("audio/flac", facts) == (  # no transcript offered where no speech was found
+        "hear the first 30 s with read_artifact(uri, start_seconds=0, duration_seconds=30)"
+    )
     assert silence.segments == []
     assert (silence.window.start, silence.window.end) == (0.0, 600.0)
     assert (
