@@ -204,7 +204,8 @@ async def test_http_answers_json_text_and_webvtt_immutable(views_http: str, medi
     assert again.status_code == 304
     assert [said for _, _, _, said in lines(later.text)] == [found["segments"][1]["text"]]
     assert later.headers["x-view-end-seconds"] == "12.908"
-    assert (past.status_code, past.json()["code"]) == (400, "invalid_request")
+    assert (past.status_code, past.json()["code"]) == (422, "media_invalid")
+    assert past.json()["detail"] == "start 60 s is past the end (12.91 s)"
     assert (pdf.status_code, pdf.json()["code"]) == (415, "unsupported_media")
 
 

@@ -146,7 +146,7 @@ def window(speech: Sequence[Span], start: float, duration: float | None, total: 
     if duration is not None and not duration > 0:
         raise InvalidRequest("duration_seconds must be positive")
     if start >= total:
-        raise InvalidRequest(f"start {start:g} s is past the end ({round(total, 2):g} s)")
+        raise av.past_the_end(start, total)  # as for a segment: media_invalid
     start = round(start, 3)
     end = round(min(total, start + min(most, duration if duration is not None else most)), 3)
     inside = [(max(a, start), min(b, end)) for a, b in speech if b > start and a < end]
