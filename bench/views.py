@@ -18,10 +18,17 @@ FFmpeg) and reports:
   ``read_artifact(uri, ocr=true)``'s text blocks and the JSON of its ``structuredContent`` (the boxes and
   confidences of every line and word);
 - scene cuts: seconds to find the scenes of a video per minute of it (640x360 at 25 frames a second, a cut
-  every 5 s between rendered pages, two minutes), comparing every frame.
+  every 5 s between rendered pages, two minutes), comparing every frame;
+- speech: on Debian's ALSA test voices (alsa-utils: "Front Center", "Front Left", ... eight of them, 5 s of
+  silence between), the transcript's word error rate and real-time factor (PocketSphinx, first transcript,
+  worker start included), the voice-activity detector's seconds per hour of audio (the speech map of the WAV
+  recording), and tokens to answer "what did the speaker say at 0:12": the 30 s audio segment from 0:12
+  against the transcript from 0:12; with ``--whisper-model DIR`` (a CTranslate2 Whisper model directory, the
+  ``whisper`` extra installed) the same word error rate and real-time factor of faster-whisper.
 
     .venv/bin/python bench/views.py                  # the full run (makes about 350 MB of media)
     .venv/bin/python bench/views.py --hours 0.1      # a quick one over a six-minute recording
+    .venv/bin/python bench/views.py --speech-only --hours 0.1   # the speech rows alone
 """
 
 from __future__ import annotations
@@ -368,7 +375,118 @@ async def scene_rows(service: ArtifactService, video_id: str, minutes: float, ro
     }
 
 
-async def main(hours: float, runs: int, keep: bool) -> None:
+ALSA = Path("/usr/share/sounds/alsa")
+VOICES = (
+    *("Front_Center", "Front_Left", "Front_Right"),
+    *("Rear_Center", "Rear_Left", "Rear_Right"),
+    *("Side_Left", "Side_Right"),
+)
+VOICE_GAP = 5.0
+
+
+def write_voices(path: Path) -> None:
+    """The ALSA voices one after another, :data:`VOICE_GAP` seconds of silence between, as a 48 kHz mono
+    WAV: they say :func:`found_reference`."""
+    pcm = []
+    for name in VOICES:
+        with wave.open(str(ALSA / f"{name}.wav"), "rb") as voice:
+            pcm.append(voice.readframes(voice.getnframes()))
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(48_000)
+        out.writeframes(bytes(2 * round(VOICE_GAP * 48_000)).join(pcm))
+
+
+def word_error_rate(reference: str, heard: str) -> float:
+    """(substitutions + deletions + insertions) / reference words, by edit distance over words."""
+    ref, hyp = reference.split(), heard.split()
+    row = list(range(len(hyp) + 1))
+    for i, word in enumerate(ref, 1):
+        previous, row[0] = row[0], i
+        for j, other in enumerate(hyp, 1):
+            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (word != other))
+    return row[-1] / len(ref)
+
+
+async def transcribe_row(views: MediaViews, voices: Any, length: float) -> dict[str, Any]:
+    """The word error rate and real-time factor of the first transcript of the voices (a worker's start
+    included)."""
+    from blobstore.views.kinds import transcripts
+
+    started = time.perf_counter()
+    found = await transcripts.transcript(views, voices, 0.0, None)
+    seconds = time.perf_counter() - started
+    heard = " ".join(str(segment["text"]) for segment in found.segments)
+    spoken = sum(end - start for start, end in found.window.speech)
+    return {
+        "engine": found.engine,
+        "heard": heard,
+        "word_error_rate": round(word_error_rate(found_reference(), heard), 3),
+        "transcript_seconds": round(seconds, 3),
+        "real_time_factor": round(seconds / length, 3),
+        "real_time_factor_of_speech": round(seconds / spoken, 3),
+    }
+
+
+async def speech_rows(
+    service: ArtifactService, ids: dict[str, str], hours: float, root: Path, whisper_model: Path | None = None
+) -> dict[str, Any]:
+    """Word error rate and real-time factor of the transcript, VAD time per hour, and the 0:12 question."""
+    from blobstore.tokens import estimate_text_tokens
+
+    await _forget_views(service)
+    views = MediaViews(service, spool=root / "speech")
+    voices = await views.open(CALLER, ids["voices"])
+    length = float((await views.facts(voices))["duration_seconds"])
+    sphinx = await transcribe_row(views, voices, length)
+    whisper: dict[str, Any] | str = "not measured: no --whisper-model"
+    if whisper_model is not None:
+        views.settings = views.settings.model_copy(
+            update={"transcribe_engine": "whisper", "transcribe_model": whisper_model}
+        )
+        whisper = await transcribe_row(views, voices, length)
+        views.settings = service.settings
+    recording = await views.open(CALLER, ids["wav"])
+    started = time.perf_counter()
+    await views.speech(recording)
+    vad = time.perf_counter() - started
+    server = create_server(service, caller_for=fixed_caller(CALLER))
+    uri = f"blobstore://artifacts/{ids['voices']}"
+    async with Client(server) as client:
+        segment = await client.call_tool(
+            "read_artifact", {"uri": uri, "start_seconds": 12, "duration_seconds": 30}
+        )
+        said = await client.call_tool(
+            "read_artifact", {"uri": uri, "transcript": True, "start_seconds": 12, "duration_seconds": 30}
+        )
+    segment_view = segment.structured_content["view"] if segment.structured_content else {}
+    said_text = "\n".join(block.text for block in said.content if block.type == "text")
+    return {
+        "recording": "ALSA voices, " + ", ".join(VOICES) + f", {VOICE_GAP:g} s apart",
+        "recording_seconds": length,
+        "reference": found_reference(),
+        **sphinx,
+        "whisper": whisper,
+        "vad_seconds_per_hour": round(vad / hours, 3),
+        "at_0_12": {
+            "audio_segment_tokens": segment_view.get("estimated_tokens"),
+            "transcript_answer_tokens": estimate_text_tokens(said_text),
+            "transcript": said_text,
+        },
+    }
+
+
+def found_reference() -> str:
+    return " ".join(name.replace("_", " ").lower() for name in VOICES)
+
+
+async def main(
+    hours: float, runs: int, keep: bool, speech_only: bool = False, whisper_model: Path | None = None
+) -> None:
+    if speech_only:
+        await speech_main(hours, keep, whisper_model)
+        return
     work = Path(tempfile.mkdtemp(prefix="bench-views-"))
     try:
         media = work / "media"
@@ -380,6 +498,7 @@ async def main(hours: float, runs: int, keep: bool) -> None:
         installed = await anyio.Path(LIBTASN1).exists()
         manual, manual_page = (LIBTASN1, 7) if installed else (media / "report.pdf", 37)
         page_picture(manual, manual_page, 1280, 800).save(media / "screenshot.png")
+        write_voices(media / "voices.wav")
         scene_minutes = 2.0
         write_scenes_video(media / "scenes.mp4", manual, scene_minutes)
         print(
@@ -394,20 +513,41 @@ async def main(hours: float, runs: int, keep: bool) -> None:
                 "mp3": await store(service, media / "meeting.mp3"),
                 "screenshot": await store(service, media / "screenshot.png"),
                 "video": await store(service, media / "scenes.mp4"),
+                "voices": await store(service, media / "voices.wav"),
             }
             tokens = await page_tokens(service, ids["pdf"], (media / "report.pdf").stat().st_size)
             times = await view_times(service, ids, runs, work / "views")
             ocr = await ocr_rows(service, ids, work / "views")
             scenes = await scene_rows(service, ids["video"], scene_minutes, work / "views")
+            speech = await speech_rows(service, ids, hours, work / "views", whisper_model)
         rss = await parallel_rss(settings, ids, work)
         report = {
             "page_37_tokens": tokens,
             "view_times": times,
             "ocr": ocr,
             "scene_cuts": scenes,
+            "speech": speech,
             "parallel_16": rss,
         }
         print(json.dumps(report, indent=2))
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+async def speech_main(hours: float, keep: bool, whisper_model: Path | None) -> None:
+    """The speech rows alone: the ALSA voices and a WAV recording of ``hours``."""
+    work = Path(tempfile.mkdtemp(prefix="bench-speech-"))
+    try:
+        write_voices(work / "voices.wav")
+        write_wav(work / "meeting.wav", hours)
+        async with open_service(Settings(data_dir=work / "data")) as service:
+            ids = {
+                "voices": await store(service, work / "voices.wav"),
+                "wav": await store(service, work / "meeting.wav"),
+            }
+            found = await speech_rows(service, ids, hours, work / "views", whisper_model)
+            print(json.dumps({"speech": found}, indent=2))
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -420,6 +560,8 @@ if __name__ == "__main__":
     parser.add_argument("--hours", type=float, default=2.0, help="length of the recordings (default 2)")
     parser.add_argument("--runs", type=int, default=3, help="fresh caches to take medians over (default 3)")
     parser.add_argument("--keep", action="store_true", help="keep the media and data directory")
+    parser.add_argument("--speech-only", action="store_true", help="only the speech rows")
+    parser.add_argument("--whisper-model", type=Path, help="a CTranslate2 Whisper model directory to measure")
     options = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
-        anyio.run(main, options.hours, options.runs, options.keep)
+        anyio.run(main, options.hours, options.runs, options.keep, options.speech_only, options.whisper_model)

@@ -24,6 +24,7 @@ GiB = 1024 * MiB
 ACCEL_PREFIX = re.compile(r"/(?:(?!\.\.?/)[A-Za-z0-9._~-]+/)+")
 """A URI path of one or more plain segments (no ``.`` or ``..``), starting and ending with ``/``."""
 OCR_LANGUAGES = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}(?:\+[A-Za-z][A-Za-z0-9_]{0,31}){0,7}")
+TRANSCRIBE_LANGUAGE = re.compile(r"[a-z]{2,3}(?:-[a-z]{2,4})?")
 """Tesseract language packs joined by ``+``: names only, never a path or an option."""
 
 
@@ -152,6 +153,17 @@ class Settings(BaseSettings):
     """Pages one ``read_artifact(pages=...)`` call may ask for."""
     view_max_audio_seconds: float = Field(default=30.0, gt=0, le=600)
     """Longest audio segment one view returns."""
+    view_max_transcript_seconds: float = Field(default=600.0, gt=0, le=86_400)
+    """The longest stretch of a recording one transcript call covers (its ``Next:`` line names the rest)."""
+    transcribe_engine: Literal["pocketsphinx", "whisper"] = "pocketsphinx"
+    """The speech engine of transcripts: PocketSphinx (its US English model ships with it), or faster-whisper
+    (the ``whisper`` extra) over the CTranslate2 model directory ``transcribe_model`` names."""
+    transcribe_model: Path | None = None
+    """A local CTranslate2 Whisper model directory (``model.bin``, ``config.json``, ``tokenizer.json``): the
+    server never downloads one. Required for the ``whisper`` engine, unused by PocketSphinx."""
+    transcribe_language: str | None = None
+    """The language spoken: PocketSphinx has ``en-us`` only (the default); Whisper takes a code such as
+    ``en`` or ``de``, and without one detects the language of each piece."""
     view_timeout_seconds: float = Field(default=30.0, gt=0)
     """A decoder worker still running after this is killed (``view_timeout``)."""
     view_workers: int = Field(default=2, ge=1, le=64)
@@ -243,6 +255,11 @@ class Settings(BaseSettings):
         if ACCEL_PREFIX.fullmatch(value) is None:
             raise ValueError("must be a path that starts and ends with '/', e.g. /_blobstore/")
         return value
+
+    @field_validator("transcribe_model")
+    @classmethod
+    def _check_transcribe_model(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None
 
     @field_validator("ocr_languages")
     @classmethod
@@ -348,6 +365,18 @@ class Settings(BaseSettings):
             raise ValueError("default_ttl_seconds must not exceed max_ttl_seconds")
         if self.console_session_idle_seconds > self.console_session_seconds:
             raise ValueError("console_session_idle_seconds must not exceed console_session_seconds")
+        if self.transcribe_engine == "whisper" and self.transcribe_model is None:
+            raise ValueError(
+                "transcribe_engine whisper needs transcribe_model, a local CTranslate2 Whisper model"
+                " directory (the server never downloads one)"
+            )
+        language = self.transcribe_language
+        if self.transcribe_engine == "pocketsphinx" and language not in (None, "en-us"):
+            raise ValueError(f"PocketSphinx transcribes en-us only, not {language!r}")
+        if language is not None and TRANSCRIBE_LANGUAGE.fullmatch(language) is None:
+            raise ValueError(
+                f"transcribe_language must be a language code such as en or en-us, not {language!r}"
+            )
         return self
 
     @property

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, TypedDict
 
-from blobstore.media import first_view_hint
+from blobstore.media import first_view_hint, speech_words
 from blobstore.models import ARTIFACT_URI_PREFIX, Artifact
 from blobstore.units import human_bytes
 
@@ -48,6 +48,9 @@ def describe(artifact: Artifact) -> str:
         parts.append(f"{media['width']}x{media['height']} px")
     if media.get("duration_seconds") is not None:
         parts.append(f"{media['duration_seconds']:.1f} s")
+        speech = speech_words(media)
+        if speech:
+            parts.append(speech)
     if media.get("pages"):
         parts.append(f"{media['pages']} page{'s' if media['pages'] != 1 else ''}")
         parts.append("text layer" if media.get("text_layer") else "no text layer")

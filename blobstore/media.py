@@ -148,6 +148,28 @@ def _seconds(value: float) -> str:
 # -- facts in words (the resource_link description, tool_result_for, the proxy's offload lines) --------
 
 
+def clock(value: float, *, up: bool = False) -> str:
+    """``75.2`` as ``1:15`` (``1:16`` rounded ``up``), ``3725`` as ``1:02:05``: a speech map's times."""
+    whole = int(-(-value // 1)) if up else int(value)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def speech_words(facts: Mapping[str, Any]) -> str | None:
+    """The speech map in words: ``speech 0:00-0:04, 0:12-0:15 of 0:16``, ``no speech in 0:30``; None when
+    the facts hold no map. A span's start is rounded down and its end up, so each holds its speech."""
+    spans = facts.get("speech")
+    duration = facts.get("duration_seconds")
+    if not isinstance(spans, list) or not isinstance(duration, int | float):
+        return None
+    of = clock(duration, up=True)
+    if not spans:
+        return f"no speech in {of}"
+    listed = ", ".join(f"{clock(start)}-{clock(end, up=True)}" for start, end in spans)
+    return f"speech {listed} of {of}"
+
+
 def facts_line(mime_type: str, facts: Mapping[str, Any]) -> str | None:
     """The media facts in words, or None when there are none worth saying: ``PDF, 42 pages, text layer``;
     ``audio, 612.4 s, 44100 Hz, 2 channels``; ``video, 12.0 s, 1280x720, 25 fps``."""
@@ -158,32 +180,41 @@ def facts_line(mime_type: str, facts: Mapping[str, Any]) -> str | None:
     duration = facts.get("duration_seconds")
     if not isinstance(duration, int | float):
         return None
+    speech = speech_words(facts)
     if mime_type.startswith("video/") and "width" in facts:
         rate = facts.get("frame_rate")
         shown = f", {rate:g} fps" if isinstance(rate, int | float) else ""
-        return f"video, {_seconds(duration)} s, {facts['width']}x{facts['height']}{shown}"
+        line = f"video, {_seconds(duration)} s, {facts['width']}x{facts['height']}{shown}"
+        return f"{line}, {speech}" if speech else line
     parts = [f"audio, {_seconds(duration)} s"]
     if facts.get("sample_rate"):
         parts.append(f"{facts['sample_rate']} Hz")
     if facts.get("channels"):
         parts.append(f"{facts['channels']} channel{'s' if facts['channels'] != 1 else ''}")
+    if speech:
+        parts.append(speech)
     return ", ".join(parts)
 
 
 def first_view_hint(
     mime_type: str, facts: Mapping[str, Any], max_audio_seconds: float = 30.0, tool: str = "read_artifact"
 ) -> str | None:
-    """The view to call first: ``read page 1 with read_artifact(uri, pages="1")``. ``tool`` is the read
-    tool's name where the host offers it under another (the proxy renames it beside an upstream's own)."""
+    """The view to call first: ``read page 1 with read_artifact(uri, pages="1")``; for a recording in which
+    speech was found (or whose speech map is not known), its transcript first, the sound as evidence. ``tool``
+    is the read tool's name where the host offers it under another (the proxy renames it beside an upstream's
+    own)."""
     if "pages" in facts:
         return f'read page 1 with {tool}(uri, pages="1")'
     duration = facts.get("duration_seconds")
     if not isinstance(duration, int | float):
         return None
+    said = f"read what is said with {tool}(uri, transcript=true)"
     if mime_type.startswith("video/"):
-        return f"see it with {tool}(uri, frames=6); hear it with {tool}(uri, start_seconds=0)"
+        hint = f"see it with {tool}(uri, frames=6); hear it with {tool}(uri, start_seconds=0)"
+        return f"{hint}; {said}" if facts.get("speech") else hint
     length = min(max_audio_seconds, duration)
-    return f"hear the first {length:g} s with {tool}(uri, start_seconds=0, duration_seconds={length:g})"
+    hear = f"hear the first {length:g} s with {tool}(uri, start_seconds=0, duration_seconds={length:g})"
+    return hear if facts.get("speech") == [] else f"{said}; {hear}"
 
 
 def media_summary(mime_type: str, facts: Mapping[str, Any], max_audio_seconds: float = 30.0) -> str | None:

@@ -9,8 +9,8 @@ the size and the pixels or seconds in the annotation. An ``Image`` result is sto
 back inline (downscaled) or as a ``resource_link``.
 
 There is no model behind these tools: ``analyze_image`` reports what the pixels say (format, size, the
-dominant colour), and ``transcribe_audio`` reports the recording's facts, since the store has no
-speech-to-text view; each tool's description says so.
+dominant colour), and ``transcribe_audio`` reports the recording's facts (what it says is the store's
+transcript view, ``read_artifact(uri, transcript=true)``); each tool's description says so.
 
 Run it as a stdio server (host config: command ``python``, args ``["examples/media_tool_server.py"]``), or
 over streamable HTTP with ``--http 127.0.0.1:8422`` (endpoint ``http://127.0.0.1:8422/mcp``). It uses the
@@ -110,9 +110,10 @@ def build_server(service: ArtifactService, namespace: str = "default") -> MCPSer
     @mcp.tool()
     async def transcribe_audio(audio: Recording) -> str:
         """The facts of a recording: duration, sample rate, channels and format. It does not transcribe:
-        the store has no speech-to-text view, so no words are returned."""
+        no words are returned; read_artifact(uri, transcript=true) reads what a stored recording says."""
         return (
-            f"No transcript (no speech-to-text here). The recording: {audio.duration:.1f} s, "
+            f"No transcript from this tool (read_artifact(uri, transcript=true) gives one). The recording: "
+            f"{audio.duration:.1f} s, "
             f"{audio.sample_rate} Hz, {audio.channels} channel{'s' if audio.channels != 1 else ''}, "
             f"{audio.format}, {audio.size} bytes."
         )

@@ -7,7 +7,7 @@ still learns the facts), and a hint names the call that reads the next piece.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 
 def page_list(pages: Iterable[int]) -> str:
@@ -54,8 +54,27 @@ def segment_line(name: str, start: float, end: float, total: float) -> str:
     return f"{name}, {seconds(start)}-{seconds(end)} s of {seconds(total)} s"
 
 
-def next_segment_hint(end: float, total: float, length: float) -> str:
+def next_speech(speech: Sequence[Sequence[float]], end: float) -> float | None:
+    """Where the speech after ``end`` starts (``end`` itself when it falls inside speech), or None when no
+    speech follows: the start a ``Next:`` line names, skipping silence."""
+    for start, stop in speech:
+        if stop > end + 0.0005:
+            return max(end, float(start))
+    return None
+
+
+def next_segment_hint(
+    end: float, total: float, length: float, speech: Sequence[Sequence[float]] | None = None
+) -> str:
+    """The call that hears what follows: the next ``length`` seconds, or, where the recording's speech map
+    is known, the next ``length`` seconds of speech (silence skipped)."""
     if end >= total - 0.0005:
         return "That segment reaches the end of the recording."
-    step = min(length, total - end)
-    return f"Next: read_artifact(uri, start_seconds={seconds(end)}, duration_seconds={step:g})."
+    start = end
+    if speech is not None:
+        found = next_speech(speech, end)
+        if found is None:
+            return f"No speech follows {seconds(end)} s (the voice-activity detector's speech map)."
+        start = found
+    step = min(length, total - start)
+    return f"Next: read_artifact(uri, start_seconds={seconds(start)}, duration_seconds={step:g})."

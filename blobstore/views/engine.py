@@ -26,7 +26,7 @@ from blobstore.models import BlobInfo, Caller
 from blobstore.service import ArtifactService
 from blobstore.storage.base import NOT_KEPT
 from blobstore.views.cache import ViewCache, ViewKey, ViewStore
-from blobstore.views.engines import tesseract
+from blobstore.views.engines import tesseract, vad
 from blobstore.views.kind import Decoded, Source, View, kind_of
 from blobstore.views.kinds import frames as frames_kind
 from blobstore.views.kinds import ocr as ocr_kind
@@ -40,7 +40,17 @@ from blobstore.views.runner import DecoderRunner
 
 DEEP_FACT_KINDS: Final = frozenset({"pdf", "audio", "video"})
 PUBLISHED_FACTS: Final = frozenset(
-    {"pages", "text_layer", "duration_seconds", "sample_rate", "channels", "width", "height", "frame_rate"}
+    {
+        "pages",
+        "text_layer",
+        "duration_seconds",
+        "sample_rate",
+        "channels",
+        "width",
+        "height",
+        "frame_rate",
+        "speech",
+    }
 )
 """The deep facts kept in an artifact's ``media`` (its JSON, its ``resource_link`` description)."""
 PROBE_OPS: Final = {
@@ -50,6 +60,11 @@ PROBE_OPS: Final = {
     "document": "pdf_facts",
 }
 """The decoder job behind :meth:`MediaViews.probe` for each kind of typed media argument."""
+SPEECH_KINDS: Final = frozenset({"audio", "video"})
+"""The kinds of source whose facts include a speech map."""
+PUBLISHED_SPANS: Final = 20
+"""The most spans of speech an artifact's facts list: past it, the closest spans are joined."""
+_JOIN_GAPS: Final = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0, float("inf"))
 SPOOL_DIR: Final = "view-sources"
 """Under the data directory: private copies of sources on S3 or in memory, each while a decoder reads it."""
 
@@ -175,7 +190,31 @@ class MediaViews:
 
         key = ViewKey.of(sha256, {"op": "facts", "kind": kind})
         view = await self.cache.get_or_create(key, expires_at, compute)
-        return dict(view.meta)
+        facts = dict(view.meta)
+        if kind in SPEECH_KINDS and facts.get("has_audio", True):
+            with contextlib.suppress(BlobstoreError):  # a map that cannot be made leaves the other facts
+                spans = await self._speech(sha256, blob, expires_at, whole)
+                facts["speech"] = published_speech(spans, float(facts["duration_seconds"]))
+        return facts
+
+    async def speech(self, source: Source) -> list[tuple[float, float]]:
+        """Where speech is in an audio or video source (its first audio stream): spans in seconds from its
+        start, as the voice-activity detector found them, cached like a view."""
+        return await self._speech(source.artifact.sha256, source.blob, self._expiry(source))
+
+    async def _speech(
+        self, sha256: str, blob: BlobInfo, expires_at: datetime | None, whole: bytes | None = None
+    ) -> list[tuple[float, float]]:
+        async def compute() -> View:
+            async with self._path(blob, whole) as path:
+                decoded = await self.runner.run("speech_map", path=path)
+            return View(
+                data=json.dumps(decoded.meta).encode(), mime_type="application/json", meta=decoded.meta
+            )
+
+        key = ViewKey.of(sha256, {"op": "speech", "vad": vad.NAME})
+        view = await self.cache.get_or_create(key, expires_at, compute)
+        return [(float(start), float(end)) for start, end in view.meta["speech"]]
 
     async def probe(
         self, kind: str, *, source: Source | None = None, path: str | None = None
@@ -266,6 +305,16 @@ class MediaViews:
     def ocr_text(self, view: View) -> OcrText:
         """The text of an OCR document, its words under ``BLOBSTORE_OCR_MIN_CONFIDENCE`` marked."""
         return ocr_text(json.loads(view.data), self.ocr_min_confidence)
+
+
+def published_speech(spans: list[tuple[float, float]], total: float) -> list[list[float]]:
+    """The speech map an artifact's facts state: at most :data:`PUBLISHED_SPANS` spans, the closest joined
+    first (a long meeting's pauses between sentences before its breaks), to the centisecond."""
+    for gap in _JOIN_GAPS:
+        if len(spans) <= PUBLISHED_SPANS:
+            break
+        spans = vad.join(spans, total, gap=gap)
+    return [[round(start, 2), round(end, 2)] for start, end in spans]
 
 
 _ENGINES: weakref.WeakKeyDictionary[ArtifactService, MediaViews] = weakref.WeakKeyDictionary()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from blobstore.views.engines import av, pdfium, pillow
+from blobstore.views.engines import av, pdfium, pillow, vad
 from blobstore.views.kind import Decoded, Job
 from blobstore.views.kinds import KINDS
 
@@ -50,7 +50,27 @@ def image_facts(path: str) -> Decoded:
     return Decoded(meta=pillow.facts(path))
 
 
-FACT_JOBS: Final[tuple[Job, ...]] = (pdf_facts, audio_facts, video_facts, video_probe, image_facts)
+def speech_map(path: str) -> Decoded:
+    """Where speech is in the first audio stream (a video's sound too): spans in seconds from the file's
+    start, found by the voice-activity detector in one pass over its samples, kept piece by piece."""
+    spans, total = vad.speech_spans(av.pcm_pieces(path))
+    return Decoded(
+        meta={
+            "speech": [[start, end] for start, end in spans],
+            "decoded_seconds": round(total, 3),
+            "vad": vad.NAME,
+        }
+    )
+
+
+FACT_JOBS: Final[tuple[Job, ...]] = (
+    pdf_facts,
+    audio_facts,
+    video_facts,
+    video_probe,
+    image_facts,
+    speech_map,
+)
 """The jobs that take a source's facts (at upload, and for a typed media argument), beside the view kinds'."""
 
 OPERATIONS: Final[dict[str, Job]] = {

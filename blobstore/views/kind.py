@@ -112,6 +112,10 @@ class Engine(Protocol):
 
     async def facts(self, source: Source) -> dict[str, Any]: ...
 
+    async def speech(self, source: Source) -> list[tuple[float, float]]:
+        """Where speech is in an audio or video source: spans in seconds from its start."""
+        ...
+
     async def decode(self, source: Source, op: str, **args: Any) -> Decoded:
         """Run job ``op`` in a worker over the source's bytes."""
         ...
@@ -178,6 +182,25 @@ REGION_ARGUMENT: Final = Argument(
     bounds={"max_length": 60},
 )
 """``read_artifact``'s ``region``, shared by the kinds that read a part of an image (its pixels, its text)."""
+
+
+def _duration_words(settings: Settings) -> str:
+    return (
+        f"Audio or video: segment length in seconds (default and most {settings.view_max_audio_seconds:g}; "
+        f"a transcript's: {settings.view_max_transcript_seconds:g})."
+    )
+
+
+START_ARGUMENT: Final = Argument(
+    "start_seconds",
+    float | None,
+    description="Audio or video: where the segment (or transcript) starts, in seconds.",
+    bounds={"ge": 0},
+)
+DURATION_ARGUMENT: Final = Argument(
+    "duration_seconds", float | None, description=_duration_words, bounds={"gt": 0}
+)
+"""``read_artifact``'s window of a recording: a segment's own, which a transcript shares."""
 
 # -- outputs ----------------------------------------------------------------------------------------------
 

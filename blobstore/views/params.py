@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import re
-from typing import Final, Literal
+from collections.abc import Mapping
+from typing import Any, Final, Literal
 
 from blobstore.errors import InvalidRequest, NotFound
 
@@ -90,3 +92,28 @@ def check_frames(count: int) -> int:
     if not 1 <= count <= MAX_FRAMES:
         raise InvalidRequest(f"frames must be between 1 and {MAX_FRAMES}")
     return count
+
+
+def _number(name: str, value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise InvalidRequest(f"{name} must be a number of seconds") from None
+    if not math.isfinite(number):
+        raise InvalidRequest(f"{name} must be a number of seconds")
+    return number
+
+
+def parse_window_query(path: Mapping[str, str], query: str) -> dict[str, Any]:
+    """``start`` and ``duration`` of an audio segment's or a transcript's URI (``?start=40&duration=30``)."""
+    from urllib.parse import unquote  # here, not in the worker, which never reads a URI
+
+    given: dict[str, str] = {}
+    for item in query.split("&") if query else []:
+        key, _, value = item.partition("=")
+        if key not in {"start", "duration"} or key in given:
+            raise InvalidRequest("this URI takes start and duration, each at most once")
+        given[key] = unquote(value)
+    start = _number("start", given["start"]) if "start" in given else 0.0
+    duration = _number("duration", given["duration"]) if "duration" in given else None
+    return {"start": start, "duration": duration}

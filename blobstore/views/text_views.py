@@ -3,7 +3,7 @@ text what an artifact of that modality holds. A screenshot's words cost about 10
 cost about 1,500, and a host that cannot take an image or audio block gets nothing from one.
 
 :data:`TEXT_VIEWS` maps a modality (``image``, ``audio``) to the view that stands for it, one registration
-each: images read by OCR here; a recording's transcript joins with ``TEXT_VIEWS["audio"] = ...``. The proxy's
+each: an image's OCR text, a recording's transcript. The proxy's
 offload rule and ``read_artifact``'s default use :func:`text_view` wherever the host cannot take the
 modality, and ``read_artifact(..., include_media=false)`` everywhere.
 """
@@ -16,6 +16,7 @@ from typing import Final
 
 from blobstore.views.engine import MediaViews
 from blobstore.views.kind import Source, kind_of
+from blobstore.views.kinds import transcripts
 from blobstore.views.ocr_text import count_line
 
 
@@ -48,7 +49,16 @@ async def ocr_text_view(views: MediaViews, source: Source) -> TextView:
     return TextView("OCR text", count_line(read, views.ocr_min_confidence), read.text)
 
 
-TEXT_VIEWS: dict[str, TextViewMaker] = {"image": ocr_text_view}
+async def transcript_text_view(views: MediaViews, source: Source) -> TextView:
+    """The transcript of a recording's first ``BLOBSTORE_VIEW_MAX_TRANSCRIPT_SECONDS``, low-confidence
+    segments marked, its last line naming the next speech."""
+    found = await transcripts.transcript(views, source, 0.0, None)
+    text = transcripts.text_of(found)
+    hint = transcripts.next_hint(found)
+    return TextView("transcript", transcripts.count_line(found), f"{text}\n{hint}" if text else hint)
+
+
+TEXT_VIEWS: dict[str, TextViewMaker] = {"image": ocr_text_view, "audio": transcript_text_view}
 
 
 async def text_view(views: MediaViews, source: Source) -> TextView | None:

@@ -27,10 +27,12 @@ from mcp_resources.uris import MAX_URI_LENGTH
 HANDLE_HINT: Final = "or an artifact URI blobstore://artifacts/{id}"
 """What a rewritten description adds (after ``"; "``), so a model knows it may pass a handle."""
 HANDLE_PATTERN: Final = (
-    r"^blobstore://artifacts/[A-Za-z0-9_-]+(?:/pages/[0-9]+\.(?:png|txt)|/audio)?(?:\?[A-Za-z0-9=&.]*)?$"
+    r"^blobstore://artifacts/[A-Za-z0-9_-]+(?:/pages/[0-9]+\.(?:png|txt)|/audio|/transcript)?"
+    r"(?:\?[A-Za-z0-9=&.]*)?$"
 )
 """An artifact URI, a window of it (``?offset=&length=``) or a media view of it (``/pages/<n>.png``,
-``/pages/<n>.txt``, ``/audio?start=&duration=``, seconds with decimals): what a widened ``pattern`` admits."""
+``/pages/<n>.txt``, ``/audio?start=&duration=``, ``/transcript?start=&duration=``, seconds with decimals):
+what a widened ``pattern`` admits."""
 MIN_HANDLE_LENGTH: Final = len(ARTIFACT_URI_PREFIX) + 24
 """The shortest artifact URI: ids are a 1-4 letter prefix, ``_`` and at least 22 URL-safe characters."""
 FILE_PARAM_KEY: Final = "x-blobstore-file"

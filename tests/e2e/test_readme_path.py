@@ -69,5 +69,7 @@ async def test_the_host_config_with_the_full_path_starts_blobstore_mcp_without_p
     assert {
         "blobstore://artifacts/{artifact_id}/pages/{page}.txt",
         "blobstore://artifacts/{artifact_id}/pages/{page}.png",
+        "blobstore://artifacts/{artifact_id}/pages/{page}/ocr.json",
         "blobstore://artifacts/{artifact_id}/audio{?start,duration}",
+        "blobstore://artifacts/{artifact_id}/transcript{?start,duration}",
     } <= set(uris)

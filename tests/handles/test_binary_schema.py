@@ -399,6 +399,7 @@ def test_a_widened_pattern_admits_window_and_media_view_uris() -> None:
         f"{HANDLE}/pages/3.png",
         f"{HANDLE}/pages/12.txt",
         f"{HANDLE}/audio?start=1.5&duration=2",
+        f"{HANDLE}/transcript?start=10",
     ):
         Validator(rewritten).validate({"image": uri})
     for stranger in ("https://example.com/a.png", f"{HANDLE}/../x", f"{HANDLE}/pages/1.gif"):

@@ -165,7 +165,8 @@ async def test_the_media_example_takes_every_form_refuses_before_the_call_and_re
     assert refusals["not audio"]["code"] == "unsupported_media"
     assert refusals["not audio"]["formats"] == ["mp3", "wav", "ogg", "flac"]
     assert heard.startswith(
-        "No transcript (no speech-to-text here). The recording: 1.0 s, 44100 Hz, 2 channels"
+        "No transcript from this tool (read_artifact(uri, transcript=true) gives one). The recording: 1.0 s, "
+        "44100 Hz, 2 channels"
     )
     assert [block.type for block in made.content] == ["text", "image"]
     assert made.structured_content is not None

@@ -16,7 +16,7 @@ from blobstore.service import ArtifactService
 from mcp_resources.tools.binary_schema import binary_sites
 from mcp_resources.tools.handles import AUDIT_ACTION, ArgumentHandles
 from tests.handles.conftest import CALLER, STRANGER, audit_lines, expired, put
-from tests.views.media import marker, text_pdf
+from tests.views.media import marker, spoken_wav, text_pdf
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -178,3 +178,11 @@ async def test_a_media_view_uri_brings_the_views_bytes_and_a_foreign_one_is_not_
     assert exc.message == "image: artifact not found"
     (line,) = [line for line in audit_lines(service, AUDIT_ACTION) if line["argument"] == "image"]
     assert (line["sha256"], line["view"], line["mime_type"]) == (pdf.sha256, "image/png", "image/png")
+
+
+async def test_a_transcript_uri_brings_what_was_said_as_text(service: ArtifactService) -> None:
+    wav = await put(service, spoken_wav(["Front_Center", "Rear_Right"], gap=10.0), "said.wav", "audio/wav")
+    resolved = await resolve(service, {"notes": f"{wav.uri}/transcript?start=5"})
+    (line,) = resolved["notes"].splitlines()  # the first voice is before the window
+    assert line.startswith("[11.")
+    assert line.split()[-1] == "right"

@@ -71,8 +71,9 @@ async def test_without_a_profile_the_clients_name_picks_it_and_a_recording_comes
     line = result.content[0]
     assert isinstance(line, TextContent)
     assert "the claude-code host's model takes no audio" in line.text
-    if "audio" not in TEXT_VIEWS:
-        assert "no text view of it could be made (none is made for it)" in line.text
+    # The upstream's recording is a 440 Hz tone: its transcript stands for it, and says no word was heard.
+    assert "audio" in TEXT_VIEWS
+    assert "so its transcript follows instead (transcript of 0.0-1.0 s of 1.0 s by pocketsphinx" in line.text
     (link,) = [block for block in result.content if isinstance(block, ResourceLink)]
     assert link.mime_type == "audio/wav"
 
@@ -131,3 +132,29 @@ async def test_a_screenshot_for_a_host_that_cannot_see_comes_as_its_ocr_text(tmp
         assert heard is not None
         assert "takes no audio" in text_of(heard)
         assert json.dumps(heard).count('"type": "audio"') == 0
+
+
+async def test_a_recording_for_a_host_that_cannot_hear_comes_as_its_transcript(tmp_path: Path) -> None:
+    # Two of Debian's ALSA voices with 10 s of silence between them: the host gets what was said, when.
+    wav = media.spoken_wav(["Front_Center", "Rear_Right"], gap=10.0)
+    async with open_rig(tmp_path) as rig:
+        rules = load_rules(rig.settings, profile="claude-code", config_path=None, read_tool_hint=True)
+        offloader = rig.offloader(rules=rules)
+        block: dict[str, Any] = {"type": "audio", "data": b64(wav), "mimeType": "audio/wav"}
+        result = await offloader.tool_result(
+            tool="say", arguments={}, output_schema=None, result={"content": [block]}
+        )
+        assert result is not None
+        assert json.dumps(result).count('"type": "audio"') == 0
+        line, text = (item["text"] for item in result["content"][:2])
+        assert "the claude-code host's model takes no audio, so its transcript follows instead" in line
+        assert "by pocketsphinx 5." in line
+        assert "(en-us): 2 segments" in line
+        # The link's description carries the speech map the voice-activity detector found.
+        assert "speech 0:00-0:02, 0:11-0:13 of 0:13" in line
+        first, second, tail = text.splitlines()
+        assert (first[:4], first.split()[-1]) == ("[0.0", "center"), first
+        assert (second[:4], second.split()[-1]) == ("[11.", "right"), second
+        assert tail == "That transcript reaches the end of the recording."
+        (link,) = links(result)
+        assert await rig.bytes_of(link["uri"]) == wav

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 import wave
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,9 @@ async def test_an_offloaded_wavs_line_names_its_duration_and_a_30_s_segment_is_t
         segment = await client.call_tool(
             "read_artifact", {"uri": str(link.uri), "start_seconds": 40, "duration_seconds": 30}
         )
-    assert f"meeting.wav (audio/wav, 2.3 MiB, {WAV_SECONDS}.0 s) stored as {link.uri}" in line
+    # The line states the speech map beside the duration (where the voice-activity detector heard speech).
+    assert f"meeting.wav (audio/wav, 2.3 MiB, {WAV_SECONDS}.0 s, " in line
+    assert re.search(rf"s, (speech [0-9:, -]+|no speech in) ?of 1:15\) stored as {link.uri}", line), line
     assert "hear the first 30 s with read_artifact(uri, start_seconds=0, duration_seconds=30)" in line
     assert not segment.is_error, segment.content
     (audio,) = [block for block in segment.content if isinstance(block, AudioContent)]

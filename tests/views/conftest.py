@@ -25,6 +25,9 @@ LIBTASN1_PDF = Path("/usr/share/doc/libtasn1-doc/libtasn1.pdf")
 """A real 36-page manual (Debian's libtasn1-doc, installed by .ci/run) whose words TeX broke at line ends."""
 PRINTED_LINES = ["Where text can say it, give text", "not pixels: 1,500 tokens against 100"]
 """The lines of printed.png (DejaVu Sans, 28 px): what OCR must read on it."""
+SPEECH_SOUNDS = ["Front_Center", "Front_Left"]
+SPEECH_GAP = 10.0
+"""speech.wav: two ALSA voices with 10 s of silence between them (:func:`media.spoken_wav`)."""
 TRANSPORTS = ["memory", "memory-legacy", "http", "http-legacy", "stdio", "stdio-legacy"]
 
 
@@ -34,7 +37,7 @@ class MediaSet:
     ids: dict[str, str] = field(default_factory=dict)
     """Artifact ids by name: report.pdf, scan.pdf, libtasn1.pdf, pattern.wav, tone.<kind>, clip.mp4,
     short.mp4 (two keyframes), scenes.mp4 (cuts at :data:`media.SCENE_CUTS`), picture.png, printed.png
-    (:data:`PRINTED_LINES`)."""
+    (:data:`PRINTED_LINES`), speech.wav (:data:`SPEECH_SOUNDS`)."""
     foreign_pdf: str = ""
 
 
@@ -50,6 +53,7 @@ async def _populate(settings: Settings, tmp: Path) -> MediaSet:
         "scenes.mp4": media.scenes_video(),
         "picture.png": media.png_bytes(600, 400),
         "printed.png": media.printed_text(PRINTED_LINES)[0],
+        "speech.wav": media.spoken_wav(SPEECH_SOUNDS, SPEECH_GAP),
     }
     for kind in media.AUDIO_FORMATS:
         files[f"tone.{kind}"] = media.tone(kind, 45.0)

@@ -184,6 +184,101 @@ def _converted(frame: av.AudioFrame, sample_format: str, layout: str, rate: int)
     return converted
 
 
+ALSA_SOUNDS = Path("/usr/share/sounds/alsa")
+"""Debian's alsa-utils test sounds (installed by .ci/run): a man saying each speaker's name, 48 kHz mono."""
+SPOKEN = {"Front_Center": "front center", "Front_Left": "front left", "Rear_Right": "rear right"}
+"""What each ALSA sound the tests use says."""
+
+
+def alsa_pcm(name: str) -> bytes:
+    """The 48 kHz mono s16 samples of the ALSA sound ``name`` (``Front_Center``)."""
+    import wave
+
+    with wave.open(str(ALSA_SOUNDS / f"{name}.wav"), "rb") as wav:
+        assert (wav.getnchannels(), wav.getsampwidth(), wav.getframerate()) == (1, 2, 48_000)
+        return wav.readframes(wav.getnframes())
+
+
+def spoken_wav(names: list[str], gap: float = 10.0, rate: int = 48_000) -> bytes:
+    """The ALSA sounds ``names`` one after another with ``gap`` seconds of silence between them, as a 48 kHz
+    mono WAV: a recording whose speech is known in words and times."""
+    import wave
+
+    silence = bytes(2 * round(gap * rate))
+    out = io.BytesIO()
+    with wave.open(out, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(rate)
+        wav.writeframes(silence.join(alsa_pcm(name) for name in names))
+    return out.getvalue()
+
+
+def spoken_at(names: list[str], gap: float = 10.0) -> list[tuple[float, float]]:
+    """Where each of :func:`spoken_wav`'s sounds starts and ends, in seconds."""
+    spans, at = [], 0.0
+    for name in names:
+        length = len(alsa_pcm(name)) / 2 / 48_000
+        spans.append((at, at + length))
+        at += length + gap
+    return spans
+
+
+def silent_flac(seconds: float, rate: int = 8_000) -> bytes:
+    """``seconds`` of digital silence as mono FLAC (a few hundred bytes a minute): ten hours fit in a few
+    MB."""
+    out = io.BytesIO()
+    with av.open(out, "w", format="flac") as container:
+        stream = container.add_stream("flac", rate=rate, layout="mono")
+        assert isinstance(stream, av.AudioStream)
+        block = rate * 10
+        zeros = bytes(2 * block)
+        for start in range(0, round(seconds * rate), block):
+            frame = av.AudioFrame(format="s16", layout="mono", samples=block)
+            frame.planes[0].update(zeros)
+            frame.rate = rate
+            frame.pts = start
+            frame.time_base = Fraction(1, rate)
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return out.getvalue()
+
+
+def as_mp3(wav: bytes) -> bytes:
+    """``wav`` encoded by FFmpeg (LAME) as a mono MP3."""
+    out = io.BytesIO()
+    with av.open(io.BytesIO(wav), "r") as source, av.open(out, "w", format="mp3") as container:
+        stream = container.add_stream("libmp3lame", rate=44_100, layout="mono")
+        assert isinstance(stream, av.AudioStream)
+        resampler = av.AudioResampler(format="s16p", layout="mono", rate=44_100)
+        for frame in source.decode(audio=0):
+            for piece in resampler.resample(frame):
+                piece.pts = None
+                for packet in stream.encode(piece):
+                    container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return out.getvalue()
+
+
+def many_channels_wav(channels: int = 64, seconds: float = 1.0, rate: int = 16_000) -> bytes:
+    """A WAV of ``channels`` channels (the stdlib writer allows any count), each the ALSA voice's start."""
+    import wave
+
+    voice = alsa_pcm("Front_Center")[: 2 * round(seconds * 48_000) : 6]  # every third sample: 16 kHz
+    count = len(voice) // 2
+    samples = struct.unpack(f"<{count}h", voice[: 2 * count])
+    out = io.BytesIO()
+    with wave.open(out, "wb") as wav:
+        wav.setnchannels(channels)
+        wav.setsampwidth(2)
+        wav.setframerate(rate)
+        wav.writeframes(struct.pack(f"<{count * channels}h", *(v for v in samples for _ in range(channels))))
+    return out.getvalue()
+
+
 def lying_wav(claimed_seconds: float = 600.0) -> bytes:
     """A WAV header that claims ``claimed_seconds`` of audio followed by a tenth of a second of samples."""
     rate, real = 16_000, 1_600

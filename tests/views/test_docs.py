@@ -18,6 +18,7 @@ from tests.views.conftest import PRINTED_LINES, MediaSet, connect
 DOC = Path(__file__).resolve().parents[2] / "docs" / "views.md"
 _BLOCK = re.compile(r"```(json|text|sh)\n(.*?)```", re.DOTALL)
 _NAMES = {
+    "transcript": "speech.wav",
     "pages": "report.pdf",
     "start_seconds": "pattern.wav",
     "frames": "scenes.mp4",
@@ -65,6 +66,7 @@ def test_the_documented_curl_commands_run(views_http: str, media_set: MediaSet, 
         "WAV": media_set.ids["pattern.wav"],
         "VIDEO": media_set.ids["scenes.mp4"],
         "IMAGE": media_set.ids["printed.png"],
+        "SPEECH": media_set.ids["speech.wav"],
     }
     done = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script],
@@ -88,6 +90,13 @@ def test_the_documented_curl_commands_run(views_http: str, media_set: MediaSet, 
     assert [line["text"] for line in ocr["lines"]] == PRINTED_LINES[1:]
     page = json.loads((tmp_path / "page7-ocr.json").read_text())
     assert (page["page"], page["words_read"]) == (7, 1)
+    # From 0:05 only the second voice ("Front Left") is heard; the JSON and the captions hold both.
+    assert re.search(r"\[11\.\d\d-12\.\d\d\] [^\[\n]* left", out), out[-400:]
+    (start,) = re.findall(r"\[(\d+\.\d\d)-\d+\.\d\d\]", out)  # one segment line, after 0:05
+    assert float(start) > 5
+    said = json.loads((tmp_path / "said.json").read_text())
+    assert (said["language"], len(said["segments"])) == ("en-us", 2)
+    assert (tmp_path / "said.vtt").read_text().startswith("WEBVTT\n\n00:00:00.")
 
 
 def test_the_http_api_docs_ocr_and_scene_examples_run(

@@ -18,14 +18,15 @@ from blobstore.runtime import open_service
 from blobstore.views.cache import rendition_key
 from blobstore.views.engine import views_for
 from blobstore.views.jobs import FACT_JOBS, OPERATIONS
-from blobstore.views.kind import Answer, Argument, ViewKind, arguments_of, choose
-from blobstore.views.kinds import KINDS
+from blobstore.views.kind import arguments_of, choose
+from blobstore.views.kinds import KINDS, transcripts
 from mcp_resources.reading.views import view_arguments
 from mcp_resources.tools.tools import ReadArtifactArgs
 from tests.mcp.conftest import CALLER
 from tests.views.conftest import MediaSet
 
 OCR = {"engine": "tesseract", "languages": "eng", "min_confidence": 0.9}
+TRANSCRIPT = {"engine": "pocketsphinx", "language": "en-us", "most": 600.0}
 RENDERER = "4"
 """The renderer version every key holds today; bumping it retires every cached view, so only on purpose (4:
 page texts without control characters, OCR read with positions and confidences)."""
@@ -64,6 +65,7 @@ def test_every_name_a_kind_declares_is_its_own() -> None:
         "frames_mode",
         "region",
         "ocr",
+        "transcript",
         "max_edge",
     ]
     # A kind sharing another's argument takes that kind's declaration, the same object.
@@ -89,9 +91,18 @@ async def test_every_view_is_cached_under_the_key_it_always_had(media_set: Media
         await views.image(picture, (0, 0, 10, 10), 50)
         await views.image_ocr(printed, (0, 0, 200, 60))
         await views.scenes(clip, 2, max_edge=100)
+        speech = await views.open(CALLER, media_set.ids["speech.wav"])
+        await transcripts.transcript(views, speech, 0.0, None)
+        spans = [[start, end] for start, end in await views.speech(speech)]
+        engine = transcripts.SPEECH_ENGINES["pocketsphinx"].version()
         expected: list[tuple[str, dict[str, Any]]] = [
             (pdf.artifact.sha256, {"op": "facts", "kind": "pdf"}),
             (wav.artifact.sha256, {"op": "facts", "kind": "audio"}),
+            (wav.artifact.sha256, {"op": "speech", "vad": "webrtcvad"}),
+            (
+                speech.artifact.sha256,
+                {"op": "transcript", "spans": spans, "engine": engine, "model": "en-us", "language": "en-us"},
+            ),
             (clip.artifact.sha256, {"op": "facts", "kind": "video"}),
             (pdf.artifact.sha256, {"op": "page_text", "page": 2}),
             (pdf.artifact.sha256, {"op": "page_png", "page": 2, "max_edge": 200}),
@@ -135,6 +146,7 @@ async def test_every_route_answers_with_the_etag_it_always_had(views_http: str, 
         sha = {name: (await service.get_artifact(CALLER, id_)).sha256 for name, id_ in media_set.ids.items()}
     pdf, wav, clip = media_set.ids["report.pdf"], media_set.ids["pattern.wav"], media_set.ids["short.mp4"]
     printed, scan = media_set.ids["printed.png"], media_set.ids["scan.pdf"]
+    speech = media_set.ids["speech.wav"]
     routes: list[tuple[str, str, dict[str, Any]]] = [
         (f"/v1/artifacts/{pdf}/pages/3.txt", "report.pdf", {"route": "page.txt", "page": 3}),
         (
@@ -184,6 +196,17 @@ async def test_every_route_answers_with_the_etag_it_always_had(views_http: str, 
         ),
         (f"/v1/artifacts/{printed}/ocr.json", "printed.png", {"route": "ocr.json", "region": None, **OCR}),
         (f"/v1/artifacts/{scan}/pages/1/ocr.json", "scan.pdf", {"route": "page.ocr.json", "page": 1, **OCR}),
+        # A transcript's ETag names the engine, its language and the longest window of this server.
+        (
+            f"/v1/artifacts/{speech}/transcript.vtt?start=1&duration=20",
+            "speech.wav",
+            {"route": "transcript.vtt", "start": 1.0, "duration": 20.0, **TRANSCRIPT},
+        ),
+        (
+            f"/v1/artifacts/{speech}/transcript.json",
+            "speech.wav",
+            {"route": "transcript.json", "start": 0.0, "duration": None, **TRANSCRIPT},
+        ),
     ]
     async with httpx.AsyncClient(base_url=views_http, timeout=60) as http:
         for path, name, params in routes:
@@ -218,7 +241,7 @@ def _values(**given: Any) -> dict[str, Any]:
 
 
 def test_a_call_names_one_kind_or_is_refused_saying_why() -> None:
-    pages, segments, frames, regions, ocr = KINDS
+    pages, segments, frames, regions, ocr, _ = KINDS
     assert choose(KINDS, _values(pages="1", page_format="both")) is pages
     # A region beside ocr=true is the part OCR reads: the kind asked for only through it yields.
     assert choose(KINDS, _values(ocr=True, region="0,0,5,5")) is ocr
@@ -239,31 +262,18 @@ def test_a_call_names_one_kind_or_is_refused_saying_why() -> None:
         choose(KINDS, _values(region="0,0,5,5", frames_layout="sheet"))
 
 
-async def _no_answer(*args: Any) -> Answer:
-    raise AssertionError("not read")
-
-
 def test_a_kind_asked_only_through_arguments_another_asked_kind_takes_yields_to_it() -> None:
-    # The next kind may read the arguments of one there is: a transcript's window is a segment's start and
-    # duration. Declared once (the same objects), they keep their place; the new kind's own follow the
-    # others'.
-    segments = KINDS[1]
-    transcripts = ViewKind(
-        name="transcripts",
-        sources=("audio", "video"),
-        arguments=(Argument("transcript", bool, False, "Audio or video: what is said, as timed text."),),
-        selectors=("transcript",),
-        noun="transcript",
-        example="transcript=true",
-        phrase="what is said (transcript)",
-        answer=_no_answer,
-        shared=segments.arguments,
-    )
-    kinds = (*KINDS, transcripts)
-    names = [argument.name for argument in arguments_of(kinds)]
-    assert names == [*[argument.name for argument in arguments_of(KINDS)][:-1], "transcript", "max_edge"]
-    given = {argument.name: argument.default for argument in arguments_of(kinds)}
-    assert choose(kinds, {**given, "transcript": True, "start_seconds": 12.0}) is transcripts
-    assert choose(kinds, {**given, "start_seconds": 12.0}) is segments
+    # A transcript's window is a segment's start and duration: declared once (the same objects), they keep
+    # their place; the transcript's own argument follows the others'.
+    segments, transcripts = KINDS[1], KINDS[-1]
+    assert transcripts.name == "transcripts"
+    assert transcripts.shared == segments.arguments
+    assert all(a is b for a, b in zip(transcripts.shared, segments.arguments, strict=True))
+    names = [argument.name for argument in arguments_of(KINDS)]
+    assert names[-2:] == ["transcript", "max_edge"]
+    given = {argument.name: argument.default for argument in arguments_of(KINDS)}
+    assert choose(KINDS, {**given, "transcript": True, "start_seconds": 12.0}) is transcripts
+    assert choose(KINDS, {**given, "transcript": True}) is transcripts
+    assert choose(KINDS, {**given, "start_seconds": 12.0}) is segments
     with pytest.raises(InvalidRequest, match="not pages and transcript"):
-        choose(kinds, {**given, "transcript": True, "pages": "1"})
+        choose(KINDS, {**given, "transcript": True, "pages": "1"})

@@ -107,7 +107,7 @@ async def test_view_arguments_with_include_media_false_are_answered_in_text_alon
         scan = await client.call_tool(*call("scan.pdf", pages="1"))
         scenes = await client.call_tool(*call("scenes.mp4", frames=2))
         region = await client.call_tool(*call("printed.png", region="0,60,600,78", max_edge=200))
-        segment = await client.call_tool(*call("pattern.wav", start_seconds=0, duration_seconds=5))
+        segment = await client.call_tool(*call("speech.wav", start_seconds=10, duration_seconds=5))
         images = await client.call_tool(*call("report.pdf", pages="1", page_format="image"))
         even = await client.call_tool(*call("scenes.mp4", frames=2, frames_mode="even"))
     for result in (pages, scan, scenes, region):
@@ -139,14 +139,16 @@ async def test_view_arguments_with_include_media_false_are_answered_in_text_alon
     # A region in text is what OCR reads on it.
     assert texts(region)[0].startswith("printed.png, OCR text of region 0,60,558,78 of 558x138 px: 6 words")
     assert texts(region)[1] == PRINTED_LINES[1]
-    # A segment's text is a recording's transcript, a view this server does not have: said, never empty.
-    assert isinstance(segment.structured_content, dict)
-    assert segment.is_error
-    assert segment.structured_content["error"] == {
-        "code": "unsupported_media",
-        "message": "include_media=false asks for text, and this server has no text standing for this view: "
-        "read it with include_media=true",
-    }
+    # A segment's text is what was said in it: its window's transcript (the second voice, 11.4-12.9 s).
+    assert not segment.is_error, segment.content
+    assert not [block for block in segment.content if isinstance(block, AudioContent)]
+    head, said, tail = texts(segment)
+    assert head.startswith("speech.wav, transcript of 10.0-12.908 s of 12.908 s by pocketsphinx 5.")
+    assert "(en-us): 1 segment" in head
+    (line,) = said.splitlines()
+    assert line.endswith(" left"), line  # "Front Left": the side is heard; a model reads "front" or not
+    assert 11.0 < float(line[1:].split("-")[0]) < 12.0
+    assert tail == "That transcript reaches the end of the recording."
     for refused in (images, even):
         assert refused.is_error
         assert isinstance(refused.structured_content, dict)

@@ -274,3 +274,51 @@ class Thumbnails:
 def picture(frame: Any) -> Any:
     """``frame`` as a PIL image."""
     return frame.to_image()
+
+
+def pcm_pieces(path: str, start: float = 0.0, length: float | None = None) -> Iterator[bytes]:
+    """``[start, start + length)`` of the first audio stream (to its end without ``length``) as 16 kHz mono
+    s16 PCM, piece by piece as it decodes: memory stays flat however long the recording. A packet FFmpeg
+    cannot decode ends the stream, as for a segment; ``media_invalid`` when nothing decodes at all."""
+    import av
+
+    with open_media(path) as container:
+        if not container.streams.audio:
+            raise UnsupportedMedia("the file has no audio stream")
+        stream = container.streams.audio[0]
+        try:
+            resampler = av.AudioResampler(format="s16", layout="mono", rate=AUDIO_RATE)
+        except (av.FFmpegError, ValueError):
+            raise MediaInvalid("the audio could not be resampled") from None
+        begins = origin(container)
+        if start > 0:
+            try:
+                container.seek(
+                    int((start + begins) / stream.time_base), stream=stream, backward=True, any_frame=False
+                )
+            except av.FFmpegError:
+                container.seek(0, stream=stream, backward=True, any_frame=False)
+        left = None if length is None else round(length * AUDIO_RATE) * 2
+        skip: int | None = None
+        given = 0
+        try:
+            for frame in container.decode(stream):
+                if skip is None:
+                    first = float(frame.time) - begins if frame.time is not None else 0.0
+                    skip = max(0, round((start - first) * AUDIO_RATE)) * 2
+                for piece in resampler.resample(frame):
+                    data = bytes(piece.planes[0])[: piece.samples * 2]
+                    if skip:
+                        cut = min(skip, len(data))
+                        data, skip = data[cut:], skip - cut
+                    if left is not None:
+                        data = data[:left]
+                        left -= len(data)
+                    if data:
+                        given += len(data)
+                        yield data
+                if left == 0:
+                    return
+        except (av.FFmpegError, ValueError):
+            if not given:
+                raise MediaInvalid("the audio could not be decoded") from None

@@ -9,6 +9,13 @@ from __future__ import annotations
 from typing import Final
 
 from blobstore.views.kind import ViewKind
-from blobstore.views.kinds import frames, ocr, pages, regions, segments
+from blobstore.views.kinds import frames, ocr, pages, regions, segments, transcripts
 
-KINDS: Final[tuple[ViewKind, ...]] = (pages.KIND, segments.KIND, frames.KIND, regions.KIND, ocr.KIND)
+KINDS: Final[tuple[ViewKind, ...]] = (
+    pages.KIND,
+    segments.KIND,
+    frames.KIND,
+    regions.KIND,
+    ocr.KIND,
+    transcripts.KIND,
+)

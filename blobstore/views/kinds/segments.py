@@ -7,17 +7,17 @@
 from __future__ import annotations
 
 import io
-import math
 import re
 import wave
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
-from blobstore.errors import InvalidRequest, MediaInvalid
+from blobstore.errors import MediaInvalid
 from blobstore.tokens import estimate_audio_tokens
 from blobstore.views.describe import next_segment_hint, seconds, segment_line
 from blobstore.views.engines import av
 from blobstore.views.kind import (
+    DURATION_ARGUMENT,
+    START_ARGUMENT,
     Answer,
     Argument,
     Budget,
@@ -35,7 +35,8 @@ from blobstore.views.kind import (
     View,
     ViewKind,
 )
-from blobstore.views.params import check_segment
+from blobstore.views.kinds import transcripts
+from blobstore.views.params import check_segment, parse_window_query
 
 if TYPE_CHECKING:
     from blobstore.config import Settings
@@ -122,35 +123,12 @@ async def answer(views: Engine, caller: Caller, artifact_id: str, values: Values
             mime_type="audio/wav",
             size=len(view.data),
         )
-    tail = next_segment_hint(end, total, duration or views.max_audio_seconds)
+    speech = (await views.facts(source)).get("speech")
+    tail = next_segment_hint(end, total, duration or views.max_audio_seconds, speech)
     return Answer(head, [item], tail, {"kind": "audio", **meta, "estimated_tokens": tokens})
 
 
 # -- resources --------------------------------------------------------------------------------------------
-
-
-def _number(name: str, value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise InvalidRequest(f"{name} must be a number of seconds") from None
-    if not math.isfinite(number):
-        raise InvalidRequest(f"{name} must be a number of seconds")
-    return number
-
-
-def _values(path: Mapping[str, str], query: str) -> dict[str, Any]:
-    from urllib.parse import unquote  # here, not in the worker, which never reads a URI
-
-    given: dict[str, str] = {}
-    for item in query.split("&") if query else []:
-        key, _, value = item.partition("=")
-        if key not in {"start", "duration"} or key in given:
-            raise InvalidRequest("an audio URI takes start and duration, each at most once")
-        given[key] = unquote(value)
-    start = _number("start", given["start"]) if "start" in given else 0.0
-    duration = _number("duration", given["duration"]) if "duration" in given else None
-    return {"start": start, "duration": duration}
 
 
 async def _read(views: Engine, caller: Caller, artifact_id: str, values: Values) -> Contents:
@@ -179,29 +157,16 @@ async def _payload(views: Engine, source: Source, values: Values) -> Payload:
     return Payload(view.data, view.mime_type, times)
 
 
-def _duration_words(settings: Settings) -> str:
-    return (
-        f"Audio or video: segment length in seconds (default and most {settings.view_max_audio_seconds:g})."
-    )
-
-
 KIND: Final = ViewKind(
     name="segments",
     sources=SOURCES,
-    arguments=(
-        Argument(
-            "start_seconds",
-            float | None,
-            description="Audio or video: where the segment starts, in seconds.",
-            bounds={"ge": 0},
-        ),
-        Argument("duration_seconds", float | None, description=_duration_words, bounds={"gt": 0}),
-    ),
+    arguments=(START_ARGUMENT, DURATION_ARGUMENT),
     selectors=("start_seconds", "duration_seconds"),
     noun="segment",
     example="start_seconds=0",
     phrase="a segment of audio or video (start_seconds, duration_seconds; 16 kHz mono WAV)",
     answer=answer,
+    text=transcripts.segment_text,
     jobs=(audio_segment,),
     routes=(
         Route(
@@ -232,7 +197,7 @@ KIND: Final = ViewKind(
             description=_template_words,
             ref="audio",
             path=re.compile(r"audio"),
-            values=_values,
+            values=parse_window_query,
             read=_read,
         ),
     ),
