@@ -4,6 +4,8 @@ or beside text) has each stored as an artifact and answered by the store's rules
 Each media value becomes the blocks :func:`~mcp_resources.results.content.tool_result_for` makes for its
 artifact (a text summary, then an inline image, downscaled to the long-edge budget, or audio block under the
 inline limit, else a ``resource_link`` and how to read it), in the place the tool put it; text stays text.
+An ``Audio`` result also carries what was said in it (its transcript, :mod:`blobstore.views.text_views`)
+after its summary line: the words first, the sound as evidence, and a host that cannot hear still learns them.
 ``structuredContent`` is ``{"result": …}`` with each media value as its stored artifact (URI, type, size,
 SHA-256, facts), never its bytes, and the tool's ``outputSchema`` says so (:func:`output_schema`). A value
 that came in as an argument and is returned unchanged is answered with the artifact it already is.
@@ -19,8 +21,11 @@ from typing import Any, Final
 from mcp.types import CallToolResult, ContentBlock, TextContent
 from pydantic import TypeAdapter
 
+from blobstore.errors import BlobstoreError, Internal
 from blobstore.models import Artifact, Caller
 from blobstore.service import ArtifactService
+from blobstore.views.engine import views_for
+from blobstore.views.text_views import modality_of, text_view
 from mcp_resources.results.content import tool_result_for
 from mcp_resources.results.renditions import RenditionCache
 from mcp_resources.tools.media_params import Media, stored_forms
@@ -110,6 +115,24 @@ async def _store(service: ArtifactService, caller: Caller, tool: str, media: Med
     )
 
 
+async def _said(service: ArtifactService, caller: Caller, artifact: Artifact) -> list[ContentBlock]:
+    """A recording's transcript as one text block, or a line saying why it has none; nothing for other
+    media."""
+    if modality_of(artifact.mime_type) != "audio":
+        return []
+    views = views_for(service)
+    try:
+        found = await text_view(views, await views.open(caller, artifact.id))
+    except Internal:
+        raise
+    except BlobstoreError as exc:
+        # The result stands without its words: the recording is stored and linked all the same.
+        return [TextContent(text=f"No transcript: {exc.message}")]
+    if found is None:
+        return []
+    return [TextContent(text=f"Its {found.what} ({found.head}):\n{found.text or '(no speech)'}")]
+
+
 def _blocks(value: Any, evidence: dict[int, list[ContentBlock]]) -> list[ContentBlock]:
     """The content of a result, in the tool's order: each media value as its blocks, text as text."""
     if isinstance(value, Media):
@@ -143,7 +166,8 @@ async def media_result(
         artifact = await _store(service, caller, tool, media)
         forms[id(media)] = stored_form(media, artifact)
         answered = await tool_result_for(artifact, service=service, caller=caller, renditions=renditions)
-        evidence[id(media)] = list(answered.content)
+        blocks = list(answered.content)
+        evidence[id(media)] = [*blocks[:1], *await _said(service, caller, artifact), *blocks[1:]]
     with stored_forms(forms):
         structured = TypeAdapter(annotation).dump_python(value, mode="json")
     content = _blocks(value, evidence)

@@ -126,6 +126,11 @@ def tool_server(service: ArtifactService, calls: Calls) -> MCPServer:
         return Audio(data=media.tone("wav", seconds, channels=1), format="wav")
 
     @mcp.tool()
+    async def speak() -> Audio:
+        """Two voices of Debian's ALSA sounds, two seconds apart."""
+        return Audio(data=media.spoken_wav(["Front_Center", "Front_Left"], gap=2.0), name="voices.wav")
+
+    @mcp.tool()
     async def film() -> Video:
         """A clip."""
         return Video(data=media.numbered_video(1), name="clip.mp4")
@@ -416,11 +421,13 @@ async def test_an_argument_returned_as_it_is_answers_with_its_own_artifact(store
 async def test_audio_video_and_pdf_results_follow_the_stores_rules(store: ArtifactService) -> None:
     async with served(store) as (connected, _calls):
         short = await connected.call_tool("record", {"seconds": 0.5})
-        assert [block.type for block in short.content] == ["text", "audio"]
+        # The summary, what was said (a tone: whatever the speech engine makes of it), the sound.
+        assert [block.type for block in short.content] == ["text", "text", "audio"]
+        assert short.content[1].text.startswith("Its transcript (")  # type: ignore[union-attr]
         assert short.structured_content is not None
         assert short.structured_content["result"]["durationSeconds"] == pytest.approx(0.5, abs=0.01)
         long = await connected.call_tool("record", {"seconds": 20})
-        assert [block.type for block in long.content] == ["text", "resource_link"]
+        assert [block.type for block in long.content] == ["text", "text", "resource_link"]
         assert "start_seconds=0" in long.content[0].text  # type: ignore[union-attr]
         clip = await connected.call_tool("film", {})
         assert [block.type for block in clip.content] == ["text", "resource_link"]
@@ -431,6 +438,24 @@ async def test_audio_video_and_pdf_results_follow_the_stores_rules(store: Artifa
         assert 'pages="1"' in pdf.content[0].text  # type: ignore[union-attr]
         assert pdf.structured_content is not None
         assert pdf.structured_content["result"]["pages"] == 2
+
+
+async def test_an_audio_result_carries_what_was_said_before_the_sound(store: ArtifactService) -> None:
+    async with served(store) as (connected, _calls):
+        result = await connected.call_tool("speak", {})
+    assert not result.is_error, result.content
+    assert [block.type for block in result.content] == ["text", "text", "audio"]
+    head, said = result.content[0].text, result.content[1].text  # type: ignore[union-attr]
+    assert head.startswith("voices.wav")
+    title, *lines = said.splitlines()
+    assert title.startswith("Its transcript (")
+    assert "2 segments" in title
+    # One timed line a voice, in order (the words as the speech engine heard them: its last word right).
+    assert [line.split()[-1] for line in lines if line.startswith("[")] == ["center", "left"]
+    # Neither a video's nor a PDF's result is given a transcript.
+    async with served(store) as (connected, _calls):
+        clip = await connected.call_tool("film", {})
+    assert not any("transcript" in getattr(block, "text", "") for block in clip.content)
 
 
 def test_a_tool_makes_media_from_bytes_or_a_file_by_what_the_bytes_are(tmp_path: Path) -> None:
