@@ -46,6 +46,7 @@ from blobstore.models import Caller, Scope, UploadSession
 from blobstore.views.engine import views_for
 from blobstore.views.text_views import modality_of
 from mcp_resources.errors import jsonrpc_code, mcp_handler, tool_failure
+from mcp_resources.reading.progress import view_progress
 from mcp_resources.reading.resources import CallerResolver, StoreResources
 from mcp_resources.reading.text_answers import text_answer
 from mcp_resources.reading.views import (
@@ -68,8 +69,9 @@ TOOL_SCOPES: Final[dict[str, Scope]] = {
     "read_artifact": Scope.READ,
 }
 # The tools that send notifications while they run (``notifications/progress`` when the call carries a
-# progress token). Over streamable HTTP only their calls need an event-stream response; others are JSON.
-PROGRESS_TOOLS: Final = frozenset({"upload_commit"})
+# progress token): hashing and storing an upload, computing a view. Over streamable HTTP only their calls
+# (and a resources/read with a progress token) need an event-stream response; others are JSON.
+PROGRESS_TOOLS: Final = frozenset({"upload_commit", "read_artifact"})
 
 
 class _Args(BaseModel):
@@ -299,7 +301,8 @@ class StoreTools:
             return self._failure(InvalidRequest(f"invalid arguments: {problems}"))
         try:
             caller = require_scope(self.caller_for(ctx), TOOL_SCOPES[params.name])
-            return await handler(ctx, caller, args)
+            with view_progress(ctx):
+                return await handler(ctx, caller, args)
         except BlobstoreError as exc:
             # Failures the model can act on are the tool's result; the server's own are protocol errors.
             if jsonrpc_code(exc.code) == INTERNAL_ERROR:

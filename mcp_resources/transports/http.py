@@ -119,8 +119,9 @@ different list here would only disagree with it)."""
 
 def needs_event_stream(body: bytes) -> bool:
     """Whether the JSON-RPC message in ``body`` gets notifications before its answer, so that the answer
-    must be an event stream: a ``subscriptions/listen``, or a call of a tool in :data:`PROGRESS_TOOLS` that
-    carries a progress token. Anything else (even a body that does not parse: the SDK answers it) is JSON.
+    must be an event stream: a ``subscriptions/listen``, or a call of a tool in :data:`PROGRESS_TOOLS` or a
+    ``resources/read`` (of a view) that carries a progress token. Anything else (even a body that does not
+    parse: the SDK answers it) is JSON.
     """
     if b"progressToken" not in body and b"subscriptions/listen" not in body:
         return False  # the common case, decided without parsing a multi-MiB upload chunk
@@ -133,14 +134,13 @@ def needs_event_stream(body: bytes) -> bool:
     if message.get("method") == "subscriptions/listen":
         return True
     params = message.get("params")
-    if message.get("method") != "tools/call" or not isinstance(params, dict):
+    method = message.get("method")
+    if not isinstance(params, dict):
+        return False
+    if not (method == "resources/read" or (method == "tools/call" and params.get("name") in PROGRESS_TOOLS)):
         return False
     meta = params.get("_meta")
-    return (
-        params.get("name") in PROGRESS_TOOLS
-        and isinstance(meta, dict)
-        and meta.get("progressToken") is not None
-    )
+    return isinstance(meta, dict) and meta.get("progressToken") is not None
 
 
 async def _read_body(receive: Receive, limit: int) -> tuple[list[Message], bytes | None]:
