@@ -16,6 +16,8 @@ Answers are plain JSON (``application/json``, a legal streamable-HTTP response t
 types) unless the request needs a stream: a call of a tool that reports progress with a progress token, or a
 ``subscriptions/listen``. Handshake-era answers would otherwise all be server-sent events, and the official
 clients cap one event (the Python SDK at 1 MiB by default), which a full 1 MiB window as base64 exceeds.
+A handshake-era ``notifications/cancelled`` reaches the call it names through
+:mod:`~mcp_resources.transports.http_cancels`.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from blobstore.models import Caller
 from blobstore.runtime import Runtime
 from mcp_resources.errors import to_mcp_error
 from mcp_resources.tools.tools import PROGRESS_TOOLS
+from mcp_resources.transports.http_cancels import RunningCalls
 from mcp_resources.transports.server import create_server
 
 MCP_PATH: Final = "/mcp"
@@ -192,6 +195,7 @@ class McpHttpExtension:
         self._json_manager: StreamableHTTPSessionManager | None = None
         self._auth: Authenticator | None = None
         self._endpoint = _Endpoint(self)
+        self._calls = RunningCalls()
 
     def _resolve(self, ctx: ServerRequestContext[Any, Any]) -> Caller:
         request = ctx.request if isinstance(ctx.request, Request) else None
@@ -235,7 +239,9 @@ class McpHttpExtension:
             await _refused_as_jsonrpc(_too_large(self.settings))(scope, receive, send)
             return
         chosen = manager if body is None or needs_event_stream(body) else json_manager
-        await chosen.handle_request(scope, _replaying(messages, receive), send)
+        self._calls.cancel(caller, body)
+        with self._calls.running(caller, body):
+            await chosen.handle_request(scope, _replaying(messages, receive), send)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, runtime: Runtime) -> AsyncIterator[None]:

@@ -1,0 +1,256 @@
+"""Progress and cancellation of view calls: ``notifications/progress`` through the official MCP client over
+stdio and streamable HTTP in both protocol eras, and a cancelled call's decoder worker stopped and its slot
+freed. The slow view is OCR of pages of a real manual (seconds a page), each transport its own pages so
+that no answer comes from the view cache."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.types import ProgressNotification, TextContent
+
+from blobstore.config import Settings
+from blobstore.runtime import open_service
+from blobstore.views.progress import Throttle
+from tests.fixtures.server import BLOBSTORE, Server, isolated_env, start_server, stop_server
+from tests.mcp.conftest import NAMESPACE, put
+from tests.views import media
+from tests.views.conftest import LIBTASN1_PDF
+
+REAL_TRANSPORTS: Final = ["http", "http-legacy", "stdio", "stdio-legacy"]
+OCR_PAGES: Final = {"http": "2-3", "http-legacy": "4-5", "stdio": "6-7", "stdio-legacy": "8-9"}
+"""Two pages of the manual each transport reads by OCR, reporting after each (none cached by another)."""
+QUIET_PAGES: Final = {"http": "10", "http-legacy": "11", "stdio": "12", "stdio-legacy": "13"}
+"""A page read by OCR (seconds) by a call without a progress token."""
+CANCELLED_PAGES: Final = {
+    "http": ("18-27", 10),
+    "http-legacy": ("20-29", 10),
+    "stdio": ("22-31", 10),
+    "stdio-legacy": ("24-33", 10),
+}
+"""Many pages of OCR (tens of seconds) for the call that is cancelled once its first page is read, and how
+many they are."""
+ENV: Final = {"BLOBSTORE_VIEW_WORKERS": "1"}
+"""One decoder worker: a second view runs only once the first's slot is free."""
+GUARD_SECONDS: Final = 120.0
+"""Against a hang only (a broken cancellation would otherwise wait for every page of OCR)."""
+
+
+@dataclass
+class Store:
+    data_dir: Path
+    manual: str
+    clip: str
+    server: Server | None = None
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    data_dir = tmp_path_factory.mktemp("progress-data")
+
+    async def populate() -> Store:
+        async with open_service(Settings(data_dir=data_dir)) as service:
+            manual = await put(service, await anyio.Path(LIBTASN1_PDF).read_bytes(), "libtasn1.pdf")
+            clip = await put(service, media.numbered_video(6), "clip.mp4")
+        return Store(data_dir, manual.uri, clip.uri)
+
+    found = anyio.run(populate)
+    found.server = start_server(tmp_path_factory.mktemp("progress-http"), env=ENV, data_dir=data_dir)
+    try:
+        yield found
+    finally:
+        stop_server(found.server)
+
+
+@dataclass
+class Notifications:
+    """Every ``notifications/progress`` the client received, whichever call it was for."""
+
+    progress: list[ProgressNotification] = field(default_factory=list)
+
+    async def handle(self, message: Any) -> None:
+        if isinstance(message, ProgressNotification):
+            self.progress.append(message)
+
+
+@contextlib.asynccontextmanager
+async def connect(transport: str, store: Store, inbox: Notifications | None = None) -> AsyncIterator[Client]:
+    mode: Any = "legacy" if transport.endswith("legacy") else "auto"
+    target: Any
+    if transport.startswith("http"):
+        assert store.server is not None
+        target = f"{store.server.url}/mcp"
+    else:
+        target = StdioServerParameters(
+            command=BLOBSTORE,
+            args=["mcp", "--data-dir", str(store.data_dir), "--namespace", NAMESPACE],
+            env=isolated_env(ENV),
+        )
+    handler = inbox.handle if inbox is not None else None
+    async with Client(target, mode=mode, message_handler=handler) as client:
+        yield client
+
+
+Told = tuple[float, float | None, str | None]
+
+
+def _recorder(told: list[Told]) -> Any:
+    async def record(progress: float, total: float | None, message: str | None) -> None:
+        told.append((progress, total, message))
+
+    return record
+
+
+@pytest.mark.parametrize("transport", REAL_TRANSPORTS)
+async def test_pages_read_by_ocr_report_each_page_with_the_pages_asked_as_total(
+    transport: str, store: Store
+) -> None:
+    told: list[Told] = []
+    inbox = Notifications()
+    pages = OCR_PAGES[transport]
+    first = int(pages.split("-")[0])
+    async with connect(transport, store, inbox) as client:
+        arguments = {"uri": store.manual, "pages": pages, "page_format": "ocr"}
+        result = await client.call_tool("read_artifact", arguments, progress_callback=_recorder(told))
+        assert not result.is_error, result.content
+        # The same view again is the cache's: nothing runs long, nothing is reported.
+        again: list[Told] = []
+        await client.call_tool("read_artifact", arguments, progress_callback=_recorder(again))
+    assert told, "a view of two pages of OCR runs for seconds"
+    done = [progress for progress, _, _ in told]
+    assert done == sorted(set(done))  # increasing
+    assert done[-1] == 2
+    assert {total for _, total, _ in told} == {2}
+    assert told[-1][2] == f"page {first + 1} read by OCR (2 of 2)"
+    assert again == []
+    # The callback saw every notification the connection carried for this call.
+    assert len(inbox.progress) == len(told)
+
+
+@pytest.mark.parametrize("transport", REAL_TRANSPORTS)
+async def test_a_call_without_a_progress_token_gets_no_progress_notification(
+    transport: str, store: Store
+) -> None:
+    inbox = Notifications()
+    async with connect(transport, store, inbox) as client:
+        result = await client.call_tool(
+            "read_artifact", {"uri": store.manual, "pages": QUIET_PAGES[transport], "page_format": "ocr"}
+        )
+    assert not result.is_error, result.content
+    assert next(block.text for block in result.content if isinstance(block, TextContent)).startswith(
+        "libtasn1.pdf, pages"
+    )
+    assert inbox.progress == []
+
+
+def _processes() -> dict[int, tuple[int, bytes]]:
+    """Every live process: its parent and its command line."""
+    found = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+            with open(f"/proc/{entry.name}/cmdline", "rb") as cmdline:
+                command = cmdline.read()
+            if fields[0] != b"Z":
+                found[int(entry.name)] = (int(fields[1]), command)
+    return found
+
+
+def _descendants(root: int, *markers: bytes) -> set[int]:
+    """The live processes below ``root`` (its children, theirs, ...) whose command line holds ``markers``."""
+    processes = _processes()
+    below: set[int] = set()
+    frontier = {root}
+    while frontier:
+        frontier = {pid for pid, (parent, _) in processes.items() if parent in frontier} - below
+        below |= frontier
+    return {pid for pid in below if all(marker in processes[pid][1] for marker in markers)}
+
+
+def _stdio_server(data_dir: Path) -> int:
+    (pid,) = {
+        pid
+        for pid, (parent, command) in _processes().items()
+        if parent == os.getpid() and b"\0mcp\0" in command and str(data_dir).encode() in command
+    }
+    return pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    """Polls: another process's start or end is no event this one can wait on."""
+    while True:
+        if condition():
+            return
+        await anyio.sleep(0.05)
+
+
+@pytest.mark.parametrize("transport", REAL_TRANSPORTS)
+async def test_a_cancelled_view_stops_its_worker_and_frees_its_slot(transport: str, store: Store) -> None:
+    told: list[Told] = []
+    first_page = anyio.Event()
+
+    async def record(progress: float, total: float | None, message: str | None) -> None:
+        told.append((progress, total, message))
+        first_page.set()
+
+    with anyio.fail_after(GUARD_SECONDS):
+        async with connect(transport, store) as client:
+            assert store.server is not None
+            server = (
+                store.server.process.pid if transport.startswith("http") else _stdio_server(store.data_dir)
+            )
+            pages, count = CANCELLED_PAGES[transport]
+            arguments = {"uri": store.manual, "pages": pages, "page_format": "ocr"}
+            async with anyio.create_task_group() as group:
+                group.start_soon(
+                    lambda: client.call_tool("read_artifact", arguments, progress_callback=record)
+                )
+                await first_page.wait()
+                # The next page's OCR is running in the one worker there is.
+                await _until(lambda: bool(_descendants(server, b"blobstore.views.worker")))
+                workers = _descendants(server, b"blobstore.views.worker")
+                group.cancel_scope.cancel()
+            # The cancelled call's worker ends without finishing its page, and no later page starts.
+            await _until(lambda: not any(_alive(pid) for pid in workers))
+            # The slot is free: another view (the only worker's) runs and answers.
+            frames = await client.call_tool(
+                "read_artifact", {"uri": store.clip, "frames": 2, "frames_mode": "even", "max_edge": 64}
+            )
+            assert not frames.is_error, frames.content
+            assert _descendants(server, b"blobstore.views.worker") == set()
+    assert [(progress, total) for progress, total, _ in told] == [(1.0, float(count))]
+
+
+def test_the_throttle_waits_a_second_then_passes_four_a_second_and_always_the_last() -> None:
+    now = [0.0]
+    throttle = Throttle(after=1.0, every=0.25, clock=lambda: now[0])
+    passed = []
+    for tenth in range(1, 31):
+        now[0] = tenth / 10
+        if throttle.passes(tenth, 30):
+            passed.append(tenth)
+    # Nothing in the first second, then one every 0.25 s (every third tenth), and the last one.
+    assert passed == [10, 13, 16, 19, 22, 25, 28, 30]
+    # A value no larger than the last passed never passes (progress only increases).
+    now[0] = 10.0
+    assert not throttle.passes(30, 30)
+    assert not throttle.passes(5, 30)
