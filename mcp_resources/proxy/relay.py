@@ -349,9 +349,11 @@ class Relay:
 
     async def _host_notification(self, raw: Raw, method: str, params: dict[str, Any]) -> None:
         if method == "notifications/cancelled":
+            if await self.store_side.cancel(params.get("requestId")):
+                return  # the store's own read: its worker is stopped
             proxy_id = self.ids.for_host_id(params.get("requestId"))
             if proxy_id is None:
-                return  # answered already, or answered by the store
+                return  # answered already
             await self._safe_upstream(
                 {"jsonrpc": "2.0", "method": method, "params": {**params, "requestId": proxy_id}}
             )

@@ -6,8 +6,7 @@ that no answer comes from the view cache."""
 from __future__ import annotations
 
 import contextlib
-import os
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -20,6 +19,7 @@ from mcp.types import ProgressNotification, TextContent
 from blobstore.config import Settings
 from blobstore.runtime import open_service
 from blobstore.views.progress import Throttle
+from tests.fixtures.processes import WORKER, alive, child_running, descendants, until
 from tests.fixtures.server import BLOBSTORE, Server, isolated_env, start_server, stop_server
 from tests.mcp.conftest import NAMESPACE, put
 from tests.views import media
@@ -30,14 +30,10 @@ OCR_PAGES: Final = {"http": "2-3", "http-legacy": "4-5", "stdio": "6-7", "stdio-
 """Two pages of the manual each transport reads by OCR, reporting after each (none cached by another)."""
 QUIET_PAGES: Final = {"http": "10", "http-legacy": "11", "stdio": "12", "stdio-legacy": "13"}
 """A page read by OCR (seconds) by a call without a progress token."""
-CANCELLED_PAGES: Final = {
-    "http": ("18-27", 10),
-    "http-legacy": ("20-29", 10),
-    "stdio": ("22-31", 10),
-    "stdio-legacy": ("24-33", 10),
-}
-"""Many pages of OCR (tens of seconds) for the call that is cancelled once its first page is read, and how
-many they are."""
+CANCELLED_PAGES: Final = {"http": "18-27", "http-legacy": "20-29", "stdio": "22-31", "stdio-legacy": "24-33"}
+"""Ten pages of OCR (tens of seconds) for the call that is cancelled once its first page is read."""
+NEXT_FRAMES: Final = {"http": 2, "http-legacy": 3, "stdio": 4, "stdio-legacy": 5}
+"""The keyframes another view asks for once the call is cancelled (none cached by another transport)."""
 ENV: Final = {"BLOBSTORE_VIEW_WORKERS": "1"}
 """One decoder worker: a second view runs only once the first's slot is free."""
 GUARD_SECONDS: Final = 120.0
@@ -151,58 +147,6 @@ async def test_a_call_without_a_progress_token_gets_no_progress_notification(
     assert inbox.progress == []
 
 
-def _processes() -> dict[int, tuple[int, bytes]]:
-    """Every live process: its parent and its command line."""
-    found = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            with open(f"/proc/{entry.name}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-            with open(f"/proc/{entry.name}/cmdline", "rb") as cmdline:
-                command = cmdline.read()
-            if fields[0] != b"Z":
-                found[int(entry.name)] = (int(fields[1]), command)
-    return found
-
-
-def _descendants(root: int, *markers: bytes) -> set[int]:
-    """The live processes below ``root`` (its children, theirs, ...) whose command line holds ``markers``."""
-    processes = _processes()
-    below: set[int] = set()
-    frontier = {root}
-    while frontier:
-        frontier = {pid for pid, (parent, _) in processes.items() if parent in frontier} - below
-        below |= frontier
-    return {pid for pid in below if all(marker in processes[pid][1] for marker in markers)}
-
-
-def _stdio_server(data_dir: Path) -> int:
-    (pid,) = {
-        pid
-        for pid, (parent, command) in _processes().items()
-        if parent == os.getpid() and b"\0mcp\0" in command and str(data_dir).encode() in command
-    }
-    return pid
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except FileNotFoundError:
-        return False
-
-
-async def _until(condition: Callable[[], bool]) -> None:
-    """Polls: another process's start or end is no event this one can wait on."""
-    while True:
-        if condition():
-            return
-        await anyio.sleep(0.05)
-
-
 @pytest.mark.parametrize("transport", REAL_TRANSPORTS)
 async def test_a_cancelled_view_stops_its_worker_and_frees_its_slot(transport: str, store: Store) -> None:
     told: list[Told] = []
@@ -215,29 +159,28 @@ async def test_a_cancelled_view_stops_its_worker_and_frees_its_slot(transport: s
     with anyio.fail_after(GUARD_SECONDS):
         async with connect(transport, store) as client:
             assert store.server is not None
-            server = (
-                store.server.process.pid if transport.startswith("http") else _stdio_server(store.data_dir)
-            )
-            pages, count = CANCELLED_PAGES[transport]
-            arguments = {"uri": store.manual, "pages": pages, "page_format": "ocr"}
+            http = transport.startswith("http")
+            server = store.server.process.pid if http else child_running("mcp", store.data_dir)
+            arguments = {"uri": store.manual, "pages": CANCELLED_PAGES[transport], "page_format": "ocr"}
             async with anyio.create_task_group() as group:
                 group.start_soon(
                     lambda: client.call_tool("read_artifact", arguments, progress_callback=record)
                 )
                 await first_page.wait()
                 # The next page's OCR is running in the one worker there is.
-                await _until(lambda: bool(_descendants(server, b"blobstore.views.worker")))
-                workers = _descendants(server, b"blobstore.views.worker")
+                await until(lambda: bool(descendants(server, WORKER)))
+                workers = descendants(server, WORKER)
                 group.cancel_scope.cancel()
             # The cancelled call's worker ends without finishing its page, and no later page starts.
-            await _until(lambda: not any(_alive(pid) for pid in workers))
+            await until(lambda: not any(alive(pid) for pid in workers))
             # The slot is free: another view (the only worker's) runs and answers.
             frames = await client.call_tool(
-                "read_artifact", {"uri": store.clip, "frames": 2, "frames_mode": "even", "max_edge": 64}
+                "read_artifact",
+                {"uri": store.clip, "frames": NEXT_FRAMES[transport], "frames_mode": "even", "max_edge": 64},
             )
             assert not frames.is_error, frames.content
-            assert _descendants(server, b"blobstore.views.worker") == set()
-    assert [(progress, total) for progress, total, _ in told] == [(1.0, float(count))]
+            assert descendants(server, WORKER) == set()
+    assert [(progress, total) for progress, total, _ in told] == [(1.0, 10.0)]
 
 
 def test_the_throttle_waits_a_second_then_passes_four_a_second_and_always_the_last() -> None:
