@@ -40,6 +40,7 @@ from blobstore.errors import BlobstoreError, LimitExceeded, Unauthorized
 from blobstore.models import Caller
 from blobstore.runtime import Runtime
 from mcp_resources.errors import to_mcp_error
+from mcp_resources.reading.views import asks_for_a_view
 from mcp_resources.tools.tools import PROGRESS_TOOLS
 from mcp_resources.transports.http_cancels import RunningCalls
 from mcp_resources.transports.server import create_server
@@ -122,9 +123,11 @@ different list here would only disagree with it)."""
 
 def needs_event_stream(body: bytes) -> bool:
     """Whether the JSON-RPC message in ``body`` gets notifications before its answer, so that the answer
-    must be an event stream: a ``subscriptions/listen``, or a call of a tool in :data:`PROGRESS_TOOLS` or a
-    ``resources/read`` (of a view) that carries a progress token. Anything else (even a body that does not
-    parse: the SDK answers it) is JSON.
+    must be an event stream: a ``subscriptions/listen``, or a call that carries a progress token of
+    ``upload_commit`` or of ``read_artifact`` with view arguments (whose answer then fits one event:
+    :data:`~mcp_resources.tools.tools.EVENT_BUDGET`). Anything else (even a body that does not parse: the SDK
+    answers it) is JSON: a window, and a ``resources/read`` (a whole 30 s segment is over the event cap of
+    the official clients), whose progress only stdio and the proxy carry.
     """
     if b"progressToken" not in body and b"subscriptions/listen" not in body:
         return False  # the common case, decided without parsing a multi-MiB upload chunk
@@ -137,13 +140,15 @@ def needs_event_stream(body: bytes) -> bool:
     if message.get("method") == "subscriptions/listen":
         return True
     params = message.get("params")
-    method = message.get("method")
-    if not isinstance(params, dict):
-        return False
-    if not (method == "resources/read" or (method == "tools/call" and params.get("name") in PROGRESS_TOOLS)):
+    if message.get("method") != "tools/call" or not isinstance(params, dict):
         return False
     meta = params.get("_meta")
-    return isinstance(meta, dict) and meta.get("progressToken") is not None
+    if not isinstance(meta, dict) or meta.get("progressToken") is None:
+        return False
+    name, arguments = params.get("name"), params.get("arguments")
+    if name == "read_artifact":
+        return isinstance(arguments, dict) and asks_for_a_view(arguments)
+    return name in PROGRESS_TOOLS
 
 
 async def _read_body(receive: Receive, limit: int) -> tuple[list[Message], bytes | None]:

@@ -14,7 +14,7 @@ from typing import Any, Final
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp.types import ProgressNotification, TextContent
+from mcp.types import AudioContent, ProgressNotification, ResourceLink, TextContent
 
 from blobstore.config import Settings
 from blobstore.runtime import open_service
@@ -45,6 +45,7 @@ class Store:
     data_dir: Path
     manual: str
     clip: str
+    recording: str
     server: Server | None = None
 
 
@@ -56,7 +57,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
         async with open_service(Settings(data_dir=data_dir)) as service:
             manual = await put(service, await anyio.Path(LIBTASN1_PDF).read_bytes(), "libtasn1.pdf")
             clip = await put(service, media.numbered_video(6), "clip.mp4")
-        return Store(data_dir, manual.uri, clip.uri)
+            recording = await put(service, media.pattern_wav(40.0), "pattern.wav")
+        return Store(data_dir, manual.uri, clip.uri, recording.uri)
 
     found = anyio.run(populate)
     found.server = start_server(tmp_path_factory.mktemp("progress-http"), env=ENV, data_dir=data_dir)
@@ -180,6 +182,26 @@ async def test_a_cancelled_view_stops_its_worker_and_frees_its_slot(transport: s
             assert not frames.is_error, frames.content
             assert descendants(server, WORKER) == set()
     assert [(progress, total) for progress, total, _ in told] == [(1.0, 10.0)]
+
+
+@pytest.mark.parametrize("transport", ["http", "http-legacy"])
+async def test_over_http_a_view_that_reports_progress_answers_within_one_event(
+    transport: str, store: Store
+) -> None:
+    # 30 s of 16 kHz mono WAV is 960 KB, 1.3 MB as base64: over the official client's 1 MiB cap of one
+    # server-sent event. Asked with a progress token (an event stream), the segment is linked instead.
+    segment = {
+        "uri": store.recording,
+        "start_seconds": 5 if transport == "http" else 6,
+        "duration_seconds": 30,
+    }
+    told: list[Told] = []
+    async with connect(transport, store) as client:
+        streamed = await client.call_tool("read_artifact", segment, progress_callback=_recorder(told))
+        plain = await client.call_tool("read_artifact", segment)
+    assert not streamed.is_error, streamed.content
+    assert [type(block) for block in streamed.content] == [TextContent, ResourceLink, TextContent]
+    assert [type(block) for block in plain.content] == [TextContent, AudioContent, TextContent]
 
 
 def test_the_throttle_waits_a_second_then_passes_four_a_second_and_always_the_last() -> None:
