@@ -6,6 +6,8 @@ that no answer comes from the view cache."""
 from __future__ import annotations
 
 import contextlib
+import io
+import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +20,12 @@ from mcp.types import AudioContent, ProgressNotification, ResourceLink, TextCont
 
 from blobstore.config import Settings
 from blobstore.runtime import open_service
-from blobstore.views.progress import Throttle
+from blobstore.views.engine import views_for
+from blobstore.views.progress import Throttle, reporting
+from blobstore.views.worker import run_job
 from tests.fixtures.processes import WORKER, alive, child_running, descendants, until
 from tests.fixtures.server import BLOBSTORE, Server, isolated_env, start_server, stop_server
-from tests.mcp.conftest import NAMESPACE, put
+from tests.mcp.conftest import CALLER, NAMESPACE, put
 from tests.views import media
 from tests.views.conftest import LIBTASN1_PDF
 
@@ -202,6 +206,45 @@ async def test_over_http_a_view_that_reports_progress_answers_within_one_event(
     assert not streamed.is_error, streamed.content
     assert [type(block) for block in streamed.content] == [TextContent, ResourceLink, TextContent]
     assert [type(block) for block in plain.content] == [TextContent, AudioContent, TextContent]
+
+
+async def test_a_decoder_worker_tells_its_steps_before_its_answer(store: Store) -> None:
+    # Below the edges, without their throttle: what the worker processes write and the runner hands on.
+    async with open_service(Settings(data_dir=store.data_dir)) as service:
+        views = views_for(service)
+        clip = await views.open(CALLER, store.clip.rsplit("/", 1)[1])
+        recording = await views.open(CALLER, store.recording.rsplit("/", 1)[1])
+        frames: list[Told] = []
+        with reporting(_recorder(frames)):
+            made = await views.frames(clip, 6, max_edge=32)
+        segment: list[Told] = []
+        with reporting(_recorder(segment)):
+            await views.audio(recording, 3.0, 20.0)
+    assert len(made) == 6
+    for told, total in ((frames, 6.0), (segment, 20.0)):
+        done = [progress for progress, _, _ in told]
+        assert done == sorted(set(done)), told
+        assert {t for _, t, _ in told} == {total}
+        assert done[-1] == total  # the last step always gets through the worker's own throttle
+    assert frames[0][:2] == (1.0, 6.0)
+    assert frames[-1][2] == "6 of 6 keyframes extracted"
+    assert segment[-1][2] == "20.0 s of 20 s of audio decoded"
+
+
+def test_a_worker_writes_progress_lines_only_when_its_job_asks(tmp_path: Path) -> None:
+    clip = tmp_path / "clip.mp4"
+    clip.write_bytes(media.numbered_video(4))
+    args = {"path": str(clip), "count": 4, "max_edge": 32, "layout": "frames"}
+    lines: dict[bool, list[dict[str, Any]]] = {}
+    for asks in (True, False):
+        out = io.BytesIO()
+        header, parts = run_job({"op": "video_frames", "args": args, "progress": asks}, out)
+        assert header["ok"]
+        assert len(parts) == 4
+        lines[asks] = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert lines[False] == []
+    assert lines[True][0] == {"progress": 1, "total": 4, "message": "1 of 4 keyframes extracted"}
+    assert lines[True][-1] == {"progress": 4, "total": 4, "message": "4 of 4 keyframes extracted"}
 
 
 def test_the_throttle_waits_a_second_then_passes_four_a_second_and_always_the_last() -> None:

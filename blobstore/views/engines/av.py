@@ -146,10 +146,10 @@ def _segment_samples(container: Any, stream: Any, start: float, seconds: float) 
                 skip = max(0, round((start - first) * AUDIO_RATE))
             for piece in resampler.resample(frame):
                 out += bytes(piece.planes[0])[: piece.samples * 2]
+            done = min(seconds, max(0, len(out) // 2 - skip) / AUDIO_RATE)
+            step(round(done, 3), seconds, f"{done:.1f} s of {seconds:g} s of audio decoded")
             if len(out) >= 2 * (skip + wanted):
                 break
-            done = max(0, len(out) // 2 - skip) / AUDIO_RATE
-            step(round(done, 3), seconds, f"{done:.1f} s of {seconds:g} s of audio decoded")
         else:
             for piece in resampler.resample(None):
                 out += bytes(piece.planes[0])[: piece.samples * 2]
