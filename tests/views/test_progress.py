@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -229,6 +230,25 @@ async def test_a_decoder_worker_tells_its_steps_before_its_answer(store: Store) 
     assert frames[0][:2] == (1.0, 6.0)
     assert frames[-1][2] == "6 of 6 keyframes extracted"
     assert segment[-1][2] == "20.0 s of 20 s of audio decoded"
+
+
+async def test_a_cancelled_view_leaves_its_slot_to_the_next_in_the_engine(store: Store) -> None:
+    async with open_service(Settings(data_dir=store.data_dir, view_workers=1)) as service:
+        views = views_for(service)
+        manual = await views.open(CALLER, store.manual.rsplit("/", 1)[1])
+        with anyio.fail_after(GUARD_SECONDS):
+            async with anyio.create_task_group() as group:
+                group.start_soon(views.page_ocr, manual, 34)
+                await until(lambda: bool(descendants(os.getpid(), WORKER)))
+                workers = descendants(os.getpid(), WORKER)
+                assert views.runner.limiter.borrowed_tokens == 1
+                group.cancel_scope.cancel()
+        assert views.runner.cancelled == 1
+        assert views.runner.limiter.borrowed_tokens == 0
+        assert not any(alive(pid) for pid in workers)
+        # The slot serves the next view at once.
+        (page,) = await views.page_texts(manual, (35,))
+        assert page.data
 
 
 def test_a_worker_writes_progress_lines_only_when_its_job_asks(tmp_path: Path) -> None:
