@@ -73,7 +73,7 @@ TOOL_SCOPES: Final[dict[str, Scope]] = {
 # streamable HTTP only their calls need an event-stream response; others are JSON.
 PROGRESS_TOOLS: Final = frozenset({"upload_commit", "read_artifact"})
 EVENT_BUDGET: Final = 760 * 1024
-"""A view answer's budget when its call asks for progress: over HTTP it is then one server-sent event, and
+"""A view answer's budget when its call asks for progress over HTTP: it is then one server-sent event, and
 the official clients cap one event at 1 MiB (these bytes as base64 in their JSON fit it); past it, blocks
 are resource links as past any answer's budget."""
 
@@ -190,9 +190,11 @@ def _takes_all(modality: str) -> bool:
     return True
 
 
-def _asks_for_progress(ctx: ServerRequestContext[Any, Any]) -> bool:
+def _answers_as_an_event(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the call's answer is one server-sent event: it came over HTTP (the only transport with a
+    request object) and carries a progress token (``http.needs_event_stream``)."""
     meta: Any = ctx.meta or {}
-    return meta.get("progressToken", meta.get("progress_token")) is not None
+    return ctx.request is not None and meta.get("progressToken", meta.get("progress_token")) is not None
 
 
 class StoreTools:
@@ -441,7 +443,7 @@ class StoreTools:
     ) -> CallToolResult:
         view = {argument.name: getattr(args, argument.name) for argument in view_arguments()}
         if asks_for_a_view(view):
-            return await self._read_view(caller, args, view, streamed=_asks_for_progress(ctx))
+            return await self._read_view(caller, args, view, streamed=_answers_as_an_event(ctx))
         ref = parse_store_uri(args.uri)
         if ref is not None and not ref.has_window and args.offset is None and args.length is None:
             text = await self._as_text(caller, ref.artifact_id, args.include_media)
