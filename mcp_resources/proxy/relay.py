@@ -475,6 +475,13 @@ class Relay:
             except UpstreamGone:
                 await self.answer(pending.host_id, self._gone_error())
                 return
+            # A 2026-07-28 host may call before any tools/list: only now is the store's read tool named.
+            local = self.store_side.route(
+                message, "tools/call", pending.params, pending.host_id, self.read_tool
+            )
+            if local is not None:
+                await local
+                return
         prepared = await self.arguments.prepared(message)
         if isinstance(prepared, Refusal):
             await self.answer(pending.host_id, prepared.fragment)

@@ -57,8 +57,6 @@ async def test_the_proxys_view_reads_report_progress_only_to_a_call_with_a_token
             seen.append(message)
 
     async with Client(_proxy(data_dir), mode=mode, message_handler=handle) as client:
-        # As a host does before it calls a tool: the proxy then knows the read tool is the store's.
-        await client.list_tools()
         reported = await client.call_tool(
             "read_artifact", {"uri": manual, "pages": "2-3", "page_format": "ocr"}, progress_callback=record
         )
@@ -89,7 +87,6 @@ async def test_a_cancelled_view_read_through_the_proxy_stops_its_worker(data_dir
     with anyio.fail_after(GUARD_SECONDS):
         async with Client(_proxy(data_dir), mode=mode) as client:
             proxy = child_running("proxy", data_dir)
-            await client.list_tools()
             arguments = {"uri": manual, "pages": "5-14", "page_format": "ocr"}
             async with anyio.create_task_group() as group:
                 group.start_soon(
