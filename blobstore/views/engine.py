@@ -276,10 +276,8 @@ class MediaViews:
         pages: tuple[int, ...],
         page_format: PageFormat,
         max_edge: int | None = None,
-        *,
-        progress: pages_kind.Progress | None = None,
     ) -> list[PageView]:
-        return await pages_kind.read_pages(self, source, pages, page_format, max_edge, progress=progress)
+        return await pages_kind.read_pages(self, source, pages, page_format, max_edge)
 
     async def audio(self, source: Source, start: float, duration: float | None = None) -> View:
         return await segments_kind.audio(self, source, start, duration)

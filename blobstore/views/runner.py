@@ -19,6 +19,7 @@ import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from blobstore.errors import BlobstoreError, Internal, MediaInvalid, ViewTimeout, ViewTooLarge, all_codes
+from blobstore.views import progress
 from blobstore.views.kind import Decoded
 
 MAX_ANSWER_BYTES: Final = 64 * 1024 * 1024
@@ -54,9 +55,13 @@ class DecoderRunner:
         """Worker processes started so far (a cached view starts none)."""
         self.killed = 0
         """Workers killed past their time."""
+        self.cancelled = 0
+        """Workers killed because the call waiting for them was cancelled (its slot freed at once)."""
 
     async def run(self, op: str, **args: Any) -> Decoded:
-        job = json.dumps({"op": op, "args": args}).encode()
+        """The job's answer. Its progress lines, when the call listens (:mod:`blobstore.views.progress`),
+        go to the call's reporter as they come; a cancelled call kills the worker's process group."""
+        job = json.dumps({"op": op, "args": args, "progress": progress.is_reporting()}).encode()
         async with self.limiter:
             command = [sys.executable, "-m", "blobstore.views.worker", str(self.memory_bytes)]
             # A session of its own, so that killing the worker's process group also ends what the
@@ -78,6 +83,9 @@ class DecoderRunner:
                     f"decoding took longer than {self.timeout:g} s; the worker was stopped",
                     timeout_seconds=self.timeout,
                 ) from None
+            except anyio.get_cancelled_exc_class():
+                self.cancelled += 1
+                raise
             finally:
                 if process.returncode is None:
                     _kill_group(process)
@@ -91,15 +99,12 @@ class DecoderRunner:
         await process.stdin.send(job)
         await process.stdin.aclose()
         reader = BufferedByteReceiveStream(process.stdout)
-        try:
-            line = await reader.receive_until(b"\n", _HEADER_LIMIT)
-        except (anyio.EndOfStream, anyio.IncompleteRead):
-            # The worker died without an answer: a native decoder crashed on these bytes, or ran out of
-            # its address space before Python could report it.
-            raise MediaInvalid("the decoder stopped on these bytes without an answer") from None
-        except anyio.DelimiterNotFound:
-            raise Internal() from None
-        header = json.loads(line)
+        while True:
+            header = json.loads(await self._line(reader))
+            told = progress.read_progress_line(header)
+            if told is None:
+                break
+            await progress.report(*told)
         if not header.get("ok"):
             raise _error(str(header.get("code")), str(header.get("message")))
         parts = header.get("parts", [])
@@ -116,3 +121,14 @@ class DecoderRunner:
                 ) from None
             decoded.parts.append((part["meta"], data))
         return decoded
+
+    @staticmethod
+    async def _line(reader: BufferedByteReceiveStream) -> bytes:
+        try:
+            return await reader.receive_until(b"\n", _HEADER_LIMIT)
+        except (anyio.EndOfStream, anyio.IncompleteRead):
+            # The worker died without an answer: a native decoder crashed on these bytes, or ran out of
+            # its address space before Python could report it.
+            raise MediaInvalid("the decoder stopped on these bytes without an answer") from None
+        except anyio.DelimiterNotFound:
+            raise Internal() from None

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Mapping
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Final
 
 import anyio
@@ -34,6 +35,12 @@ from mcp_resources.tools.tools import TOOLS_TTL_MS, HostTakes, StoreTools
 from mcp_resources.transports.server import SERVER_NAME, fixed_caller
 
 READ_TOOL: Final = "read_artifact"
+RELAYED: Final = frozenset({"notifications/progress"})
+"""The store server's notifications the host gets (a view's progress, under the host's own token)."""
+
+
+class RequestCancelled(Exception):
+    """The host cancelled the request: the store stopped its work and answers nothing."""
 
 
 class LocalStore:
@@ -71,7 +78,11 @@ class LocalStore:
         self._ids = itertools.count(1)
         self._waiting: dict[int, anyio.Event] = {}
         self._answers: dict[int, dict[str, Any]] = {}
+        self._by_host: dict[str, int] = {}
+        self._cancelled: set[int] = set()
         self._send: Any = None
+        self.relay: Callable[[Mapping[str, Any]], Awaitable[None]] | None = None
+        """Where the store server's :data:`RELAYED` notifications go (the host)."""
 
     def fit(self, window_max: int) -> None:
         """Size the store's windows for the host profile picked at the handshake."""
@@ -109,8 +120,11 @@ class LocalStore:
                 continue
             message = item.message.model_dump(by_alias=True, mode="json", exclude_unset=True)
             ident = message.get("id")
+            if message.get("method") in RELAYED and "id" not in message and self.relay is not None:
+                await self.relay(message)
+                continue
             if "method" in message or not isinstance(ident, int) or ident not in self._waiting:
-                continue  # the store server sends no requests; its notifications are not relayed
+                continue  # the store server sends no requests; its other notifications are not relayed
             self._answers[ident] = message
             self._waiting.pop(ident).set()
 
@@ -118,12 +132,36 @@ class LocalStore:
         await self._send.send(SessionMessage(jsonrpc_message_adapter.validate_python(dict(message))))
 
     async def request(self, message: Mapping[str, Any]) -> dict[str, Any]:
-        """Send a request (its id is replaced); the response's ``result`` or ``error`` part."""
+        """Send a request (its id is replaced); the response's ``result`` or ``error`` part.
+        :class:`RequestCancelled` when :meth:`cancel` names its original id meanwhile."""
         ident = next(self._ids)
         done = anyio.Event()
         self._waiting[ident] = done
+        host_key = json.dumps(message.get("id"))
+        self._by_host[host_key] = ident
         wire = {**message, "id": ident}
-        await self._send.send(SessionMessage(jsonrpc_message_adapter.validate_python(wire)))
-        await done.wait()
+        try:
+            await self._send.send(SessionMessage(jsonrpc_message_adapter.validate_python(wire)))
+            await done.wait()
+        finally:
+            if self._by_host.get(host_key) == ident:
+                del self._by_host[host_key]
+        if ident in self._cancelled:
+            self._cancelled.discard(ident)
+            raise RequestCancelled()
         answer = self._answers.pop(ident)
         return {key: value for key, value in answer.items() if key in ("result", "error")}
+
+    async def cancel(self, host_id: Any) -> bool:
+        """Cancel the request in flight under the host's ``host_id`` (its view's worker is stopped); False
+        when there is none."""
+        ident = self._by_host.get(json.dumps(host_id))
+        waiting = self._waiting.pop(ident, None) if ident is not None else None
+        if ident is None or waiting is None:
+            return False
+        self._cancelled.add(ident)
+        await self.notify(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": ident}}
+        )
+        waiting.set()
+        return True

@@ -349,9 +349,11 @@ class Relay:
 
     async def _host_notification(self, raw: Raw, method: str, params: dict[str, Any]) -> None:
         if method == "notifications/cancelled":
+            if await self.store_side.cancel(params.get("requestId")):
+                return  # the store's own read: its worker is stopped
             proxy_id = self.ids.for_host_id(params.get("requestId"))
             if proxy_id is None:
-                return  # answered already, or answered by the store
+                return  # answered already
             await self._safe_upstream(
                 {"jsonrpc": "2.0", "method": method, "params": {**params, "requestId": proxy_id}}
             )
@@ -472,6 +474,13 @@ class Relay:
                 await self.catalog.fetch()
             except UpstreamGone:
                 await self.answer(pending.host_id, self._gone_error())
+                return
+            # A 2026-07-28 host may call before any tools/list: only now is the store's read tool named.
+            local = self.store_side.route(
+                message, "tools/call", pending.params, pending.host_id, self.read_tool
+            )
+            if local is not None:
+                await local
                 return
         prepared = await self.arguments.prepared(message)
         if isinstance(prepared, Refusal):

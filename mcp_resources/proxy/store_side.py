@@ -14,7 +14,7 @@ from mcp.types import INVALID_PARAMS, METHOD_NOT_FOUND
 
 from mcp_resources.proxy.contracts import Replies
 from mcp_resources.proxy.ids import Pending, Raw
-from mcp_resources.proxy.local import READ_TOOL, LocalStore
+from mcp_resources.proxy.local import READ_TOOL, LocalStore, RequestCancelled
 from mcp_resources.transports.compose import HOST_CURSOR, STORE_CURSOR
 from mcp_resources.uris import is_store_uri
 
@@ -51,6 +51,7 @@ class StoreSide:
     def __init__(self, local: LocalStore, replies: Replies) -> None:
         self.local = local
         self.replies = replies
+        local.relay = replies.to_host  # a view's progress reaches the host under the host's token
 
     def route(
         self,
@@ -80,7 +81,15 @@ class StoreSide:
         return None
 
     async def _local(self, host_id: Any, message: Mapping[str, Any]) -> None:
-        await self.replies.answer(host_id, await self.local.request(message))
+        try:
+            fragment = await self.local.request(message)
+        except RequestCancelled:
+            return  # a cancelled request is not answered
+        await self.replies.answer(host_id, fragment)
+
+    async def cancel(self, host_id: Any) -> bool:
+        """Cancel a request the store is answering (False: it is not one of the store's)."""
+        return await self.local.cancel(host_id)
 
     async def _local_page(self, host_id: Any, message: dict[str, Any], cursor: str | None) -> None:
         params = {k: v for k, v in message.get("params", {}).items() if k != "cursor"}

@@ -35,6 +35,7 @@ from blobstore.ranges import Window
 from blobstore.service import ArtifactService
 from blobstore.views.engine import views_for
 from mcp_resources.errors import mcp_handler
+from mcp_resources.reading.progress import view_progress
 from mcp_resources.reading.views import ViewRef, parse_view_uri, read_view_uri, view_templates
 from mcp_resources.results.wire_blobs import base64_text
 from mcp_resources.uris import (
@@ -258,7 +259,8 @@ class StoreResources:
     async def read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
     ) -> ReadResourceResult:
-        return await self._read(require_scope(self.caller_for(ctx), Scope.READ), params)
+        with view_progress(ctx):
+            return await self._read(require_scope(self.caller_for(ctx), Scope.READ), params)
 
     async def read(self, caller: Caller, uri: str) -> ReadResourceResult:
         """Read a store URI for ``caller``; every failure is the ``MCPError`` ``resources/read`` answers, with

@@ -46,6 +46,7 @@ from blobstore.models import Caller, Scope, UploadSession
 from blobstore.views.engine import views_for
 from blobstore.views.text_views import modality_of
 from mcp_resources.errors import jsonrpc_code, mcp_handler, tool_failure
+from mcp_resources.reading.progress import view_progress
 from mcp_resources.reading.resources import CallerResolver, StoreResources
 from mcp_resources.reading.text_answers import text_answer
 from mcp_resources.reading.views import (
@@ -68,8 +69,13 @@ TOOL_SCOPES: Final[dict[str, Scope]] = {
     "read_artifact": Scope.READ,
 }
 # The tools that send notifications while they run (``notifications/progress`` when the call carries a
-# progress token). Over streamable HTTP only their calls need an event-stream response; others are JSON.
-PROGRESS_TOOLS: Final = frozenset({"upload_commit"})
+# progress token): hashing and storing an upload, computing a view (read_artifact with view arguments). Over
+# streamable HTTP only their calls need an event-stream response; others are JSON.
+PROGRESS_TOOLS: Final = frozenset({"upload_commit", "read_artifact"})
+EVENT_BUDGET: Final = 760 * 1024
+"""A view answer's budget when its call asks for progress over HTTP: it is then one server-sent event, and
+the official clients cap one event at 1 MiB (these bytes as base64 in their JSON fit it); past it, blocks
+are resource links as past any answer's budget."""
 
 
 class _Args(BaseModel):
@@ -182,6 +188,13 @@ HostTakes = Callable[[str], bool]
 
 def _takes_all(modality: str) -> bool:
     return True
+
+
+def _answers_as_an_event(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the call's answer is one server-sent event: it came over HTTP (the only transport with a
+    request object) and carries a progress token (``http.needs_event_stream``)."""
+    meta: Any = ctx.meta or {}
+    return ctx.request is not None and meta.get("progressToken", meta.get("progress_token")) is not None
 
 
 class StoreTools:
@@ -299,7 +312,8 @@ class StoreTools:
             return self._failure(InvalidRequest(f"invalid arguments: {problems}"))
         try:
             caller = require_scope(self.caller_for(ctx), TOOL_SCOPES[params.name])
-            return await handler(ctx, caller, args)
+            with view_progress(ctx):
+                return await handler(ctx, caller, args)
         except BlobstoreError as exc:
             # Failures the model can act on are the tool's result; the server's own are protocol errors.
             if jsonrpc_code(exc.code) == INTERNAL_ERROR:
@@ -429,7 +443,7 @@ class StoreTools:
     ) -> CallToolResult:
         view = {argument.name: getattr(args, argument.name) for argument in view_arguments()}
         if asks_for_a_view(view):
-            return await self._read_view(caller, args, view)
+            return await self._read_view(caller, args, view, streamed=_answers_as_an_event(ctx))
         ref = parse_store_uri(args.uri)
         if ref is not None and not ref.has_window and args.offset is None and args.length is None:
             text = await self._as_text(caller, ref.artifact_id, args.include_media)
@@ -477,7 +491,7 @@ class StoreTools:
         return await text_answer(views, caller, artifact_id, why=why, max_window=self.resources.max_window)
 
     async def _read_view(
-        self, caller: Caller, args: ReadArtifactArgs, view: dict[str, Any]
+        self, caller: Caller, args: ReadArtifactArgs, view: dict[str, Any], *, streamed: bool = False
     ) -> CallToolResult:
         ref = parse_store_uri(args.uri)
         if ref is None or ref.has_window:
@@ -485,12 +499,13 @@ class StoreTools:
         if args.offset is not None or args.length is not None:
             raise InvalidRequest("offset and length read bytes; a view takes none of them")
         settings = self.service.settings
+        budget = max(settings.inline_limit, settings.mcp_window_max)
         result = await view_result(
             views_for(self.service),
             caller,
             ref.artifact_id,
             view,
-            budget=max(settings.inline_limit, settings.mcp_window_max),
+            budget=min(budget, EVENT_BUDGET) if streamed else budget,
             include_media=args.include_media,
         )
         if result is None:  # a view with no text of its own, asked for in text: its source's text view

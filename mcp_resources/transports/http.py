@@ -16,6 +16,8 @@ Answers are plain JSON (``application/json``, a legal streamable-HTTP response t
 types) unless the request needs a stream: a call of a tool that reports progress with a progress token, or a
 ``subscriptions/listen``. Handshake-era answers would otherwise all be server-sent events, and the official
 clients cap one event (the Python SDK at 1 MiB by default), which a full 1 MiB window as base64 exceeds.
+A handshake-era ``notifications/cancelled`` reaches the call it names through
+:mod:`~mcp_resources.transports.http_cancels`.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ from blobstore.errors import BlobstoreError, LimitExceeded, Unauthorized
 from blobstore.models import Caller
 from blobstore.runtime import Runtime
 from mcp_resources.errors import to_mcp_error
+from mcp_resources.reading.views import asks_for_a_view
 from mcp_resources.tools.tools import PROGRESS_TOOLS
+from mcp_resources.transports.http_cancels import RunningCalls
 from mcp_resources.transports.server import create_server
 
 MCP_PATH: Final = "/mcp"
@@ -119,8 +123,11 @@ different list here would only disagree with it)."""
 
 def needs_event_stream(body: bytes) -> bool:
     """Whether the JSON-RPC message in ``body`` gets notifications before its answer, so that the answer
-    must be an event stream: a ``subscriptions/listen``, or a call of a tool in :data:`PROGRESS_TOOLS` that
-    carries a progress token. Anything else (even a body that does not parse: the SDK answers it) is JSON.
+    must be an event stream: a ``subscriptions/listen``, or a call that carries a progress token of
+    ``upload_commit`` or of ``read_artifact`` with view arguments (whose answer then fits one event:
+    :data:`~mcp_resources.tools.tools.EVENT_BUDGET`). Anything else (even a body that does not parse: the SDK
+    answers it) is JSON: a window, and a ``resources/read`` (a whole 30 s segment is over the event cap of
+    the official clients), whose progress only stdio and the proxy carry.
     """
     if b"progressToken" not in body and b"subscriptions/listen" not in body:
         return False  # the common case, decided without parsing a multi-MiB upload chunk
@@ -136,11 +143,12 @@ def needs_event_stream(body: bytes) -> bool:
     if message.get("method") != "tools/call" or not isinstance(params, dict):
         return False
     meta = params.get("_meta")
-    return (
-        params.get("name") in PROGRESS_TOOLS
-        and isinstance(meta, dict)
-        and meta.get("progressToken") is not None
-    )
+    if not isinstance(meta, dict) or meta.get("progressToken") is None:
+        return False
+    name, arguments = params.get("name"), params.get("arguments")
+    if name == "read_artifact":
+        return isinstance(arguments, dict) and asks_for_a_view(arguments)
+    return name in PROGRESS_TOOLS
 
 
 async def _read_body(receive: Receive, limit: int) -> tuple[list[Message], bytes | None]:
@@ -192,6 +200,7 @@ class McpHttpExtension:
         self._json_manager: StreamableHTTPSessionManager | None = None
         self._auth: Authenticator | None = None
         self._endpoint = _Endpoint(self)
+        self._calls = RunningCalls()
 
     def _resolve(self, ctx: ServerRequestContext[Any, Any]) -> Caller:
         request = ctx.request if isinstance(ctx.request, Request) else None
@@ -235,7 +244,9 @@ class McpHttpExtension:
             await _refused_as_jsonrpc(_too_large(self.settings))(scope, receive, send)
             return
         chosen = manager if body is None or needs_event_stream(body) else json_manager
-        await chosen.handle_request(scope, _replaying(messages, receive), send)
+        self._calls.cancel(caller, body)
+        with self._calls.running(caller, body):
+            await chosen.handle_request(scope, _replaying(messages, receive), send)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, runtime: Runtime) -> AsyncIterator[None]:

@@ -216,6 +216,26 @@ async def test_handshake_era_answers_are_json_unless_progress_is_asked_for(
             b'{"method": "tools/call", "params": {"name": "read_artifact", "_meta": {"progressToken": 1}}}',
             False,
         ),
+        (
+            b'{"method": "tools/call", "params": {"name": "read_artifact", '
+            b'"arguments": {"uri": "u", "pages": "2"}, "_meta": {"progressToken": 1}}}',
+            True,
+        ),
+        (
+            b'{"method": "tools/call", "params": {"name": "read_artifact", '
+            b'"arguments": {"uri": "u", "pages": "2"}}}',
+            False,
+        ),
+        (
+            b'{"method": "tools/call", "params": {"name": "read_artifact", '
+            b'"arguments": {"uri": "u", "offset": 2}, "_meta": {"progressToken": 1}}}',
+            False,
+        ),
+        (
+            b'{"method": "resources/read", "params": {"uri": "blobstore://artifacts/a/pages/1.png", '
+            b'"_meta": {"progressToken": 1}}}',
+            False,
+        ),
         (b'{"method": "subscriptions/listen", "params": {}}', True),
         (b'{"method": "resources/read", "params": {"uri": "progressToken"}}', False),
         (b'{"method": "tools/call", "params": {"name": "upload_commit"}}', False),

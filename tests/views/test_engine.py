@@ -24,6 +24,7 @@ from blobstore.errors import (
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
 from blobstore.views.engine import MediaViews
+from blobstore.views.progress import reporting
 from tests.mcp.conftest import CALLER, put
 from tests.views import media
 from tests.views.conftest import PDF_PAGES, MediaSet
@@ -86,17 +87,18 @@ async def test_a_page_without_a_text_layer_is_read_by_ocr(views: MediaViews, sto
     artifact = await put(store, media.scanned_pdf(["SCANNED PAGE ONE", "invoice total 4711"]), "scan.pdf")
     assert artifact.media["text_layer"] is False
     source = await views.open(CALLER, artifact.id)
-    reported: list[tuple[int, int]] = []
+    reported: list[tuple[float, float | None]] = []
 
-    async def progress(done: int, total: int) -> None:
+    async def progress(done: float, total: float | None, message: str | None) -> None:
         reported.append((done, total))
 
-    (page,) = await views.pages(source, (1,), "text", progress=progress)
+    with reporting(progress):
+        (page,) = await views.pages(source, (1,), "text")
     assert (page.text_layer, page.ocr, page.image) == (False, True, None)
     assert page.text is not None
     assert "SCANNED PAGE ONE" in page.text
     assert "4711" in page.text
-    # The hook the progress notifications hang on: called once the page is read.
+    # What the progress notifications tell: once the page is read.
     assert reported == [(1, 1)]
 
 

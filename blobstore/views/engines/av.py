@@ -13,6 +13,7 @@ from typing import Any, Final, NamedTuple
 
 from blobstore.errors import MediaInvalid, UnsupportedMedia
 from blobstore.media_length import measured_duration
+from blobstore.views.progress import step
 
 AUDIO_RATE: Final = 16_000
 """Audio views are 16 kHz mono PCM: enough for speech, a quarter of CD audio's samples."""
@@ -145,6 +146,8 @@ def _segment_samples(container: Any, stream: Any, start: float, seconds: float) 
                 skip = max(0, round((start - first) * AUDIO_RATE))
             for piece in resampler.resample(frame):
                 out += bytes(piece.planes[0])[: piece.samples * 2]
+            done = min(seconds, max(0, len(out) // 2 - skip) / AUDIO_RATE)
+            step(round(done, 3), seconds, f"{done:.1f} s of {seconds:g} s of audio decoded")
             if len(out) >= 2 * (skip + wanted):
                 break
         else:

@@ -37,6 +37,7 @@ from blobstore.views.kind import (
     ViewKind,
 )
 from blobstore.views.params import MAX_FRAMES, FramesLayout, FramesMode, check_edge, check_frames
+from blobstore.views.progress import step
 
 if TYPE_CHECKING:
     from blobstore.models import Caller
@@ -50,7 +51,10 @@ DEFAULT_EDGE: Final = 768
 
 def video_frames(path: str, count: int, max_edge: int, layout: str) -> Decoded:
     """``count`` keyframes as JPEG images at most ``max_edge`` on their longer side, or one contact sheet."""
-    frames = [(t, pillow.fit(image, max_edge)) for t, image in av.keyframes(path, count)]
+    frames: list[tuple[float, Any]] = []
+    for t, image in av.keyframes(path, count):
+        frames.append((t, pillow.fit(image, max_edge)))
+        step(len(frames), count, f"{len(frames)} of {count} keyframes extracted")
     times = [round(t, 3) for t, _ in frames]
     if layout == "sheet":
         # A video with fewer keyframes than times lands on one keyframe for several: a sheet shows it once.
@@ -110,6 +114,7 @@ def video_scenes(path: str, count: int, max_edge: int, layout: str) -> Decoded:
     for time, frame in source:
         log.waiting.append((time, frame))
         log.judged(finder.add(time, thumbnail(frame)))
+        step(round(time, 3), total, f"scenes searched to {time:.1f} s of {total:.1f} s")
     log.judged(finder.finish())
     kept = log.close(total)
     starts = log.starts

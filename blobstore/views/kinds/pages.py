@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 from blobstore.errors import InvalidRequest
@@ -44,6 +44,7 @@ from blobstore.views.kinds.ocr import ocr_params, ocr_varies
 from blobstore.views.ocr_text import OcrText, count_line, ocr_summary, ocr_text
 from blobstore.views.params import PageFormat, check_edge, check_pages_exist, parse_page, parse_pages
 from blobstore.views.plain_text import plain_text
+from blobstore.views.progress import report
 
 if TYPE_CHECKING:
     from blobstore.config import Settings
@@ -70,9 +71,6 @@ def page_uri(
     where = f"{page}/ocr.json" if ext == "ocr.json" else f"{page}.{ext}"
     return f"{artifact_uri(artifact_id)}/pages/{where}{edge}"
 
-
-Progress = Callable[[int, int], Awaitable[None]]
-"""Called with (pages done, pages asked) as a multi-page view goes."""
 
 # -- jobs, in the worker ----------------------------------------------------------------------------------
 
@@ -185,13 +183,11 @@ async def read_pages(
     pages: tuple[int, ...],
     page_format: PageFormat,
     max_edge: int | None = None,
-    *,
-    progress: Progress | None = None,
 ) -> list[PageView]:
     """Each page as ``page_format`` asks. A page without a text layer gets what OCR reads on it when an
     OCR engine is installed and reads something (its words under the confidence threshold marked
-    ``[?word]``), and its image otherwise (and whenever images are asked for). ``progress(done, total)`` is
-    awaited after each page (the edges turn it into progress notifications): OCR takes seconds a page."""
+    ``[?word]``), and its image otherwise (and whenever images are asked for). Each page read is reported
+    (:func:`~blobstore.views.progress.report`, pages done of pages asked): OCR takes seconds a page."""
     texts = await page_texts(views, source, pages) if page_format != "image" else None
     out: list[PageView] = []
     for i, page in enumerate(pages):
@@ -206,8 +202,7 @@ async def read_pages(
         if page_format != "text" or not (has_text or ocr):
             image = await page_image(views, source, page, max_edge)
         out.append(PageView(page=page, text=text, image=image, text_layer=has_text, ocr=ocr))
-        if progress is not None:
-            await progress(i + 1, len(pages))
+        await report(i + 1, len(pages), f"page {page} read ({i + 1} of {len(pages)})")
     return out
 
 
@@ -352,8 +347,9 @@ async def _ocr_answer(
     items: list[Item] = []
     stated: list[dict[str, Any]] = []
     tokens = words = flagged = lines = 0
-    for page in pages:
+    for i, page in enumerate(pages):
         document = json.loads((await page_ocr(views, source, page)).data)
+        await report(i + 1, len(pages), f"page {page} read by OCR ({i + 1} of {len(pages)})")
         read = ocr_text(document, threshold)
         words, flagged, lines = words + read.words, flagged + read.flagged, lines + read.lines
         label = f"--- page {page} of {total} (OCR: {count_line(read, threshold)}) ---"
