@@ -133,13 +133,13 @@ class RawPeer:
         await self.send(message)
         return await self.response(ident)
 
-    async def handshake(self) -> dict[str, Any]:
+    async def handshake(self, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
         line = await self.request(
             0,
             "initialize",
             {
                 "protocolVersion": "2025-11-25",
-                "capabilities": {"sampling": {}, "roots": {}},
+                "capabilities": capabilities if capabilities is not None else {"sampling": {}, "roots": {}},
                 "clientInfo": {"name": "raw-peer", "version": "1.0"},
             },
         )

@@ -61,9 +61,11 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 async def raw_session(command: list[str], calls: list[tuple[str, dict[str, Any]]]) -> list[bytes]:
-    """The raw response lines of ``calls`` (ids 1, 2, ...) after a 2025-11-25 handshake."""
+    """The raw response lines of ``calls`` (ids 1, 2, ...) after a 2025-11-25 handshake. The peer offers no
+    roots: server-filesystem asks a client that does for them, and one that never answers keeps it from
+    exiting until its request times out (a minute)."""
     async with raw_peer(command) as peer:
-        await peer.handshake()
+        await peer.handshake(capabilities={})
         lines = [await peer.request(i, method, params) for i, (method, params) in enumerate(calls, start=1)]
         await peer.close()
     return lines
