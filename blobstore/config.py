@@ -97,6 +97,10 @@ class Settings(BaseSettings):
     """On local disk, how long a block that a read checked against its XXH3 is trusted: a read within that
     time reads only the bytes it answers (``blobstore.storage.verified_blocks``); 0 checks every block of
     every read."""
+    facts_cache_seconds: float = Field(default=1.0, ge=0)
+    """How long a content read trusts the artifact it just looked up (``blobstore.artifact_facts``): a delete,
+    an unpin or a shorter expiry made by another process on the same database reaches this one's reads within
+    this bound; this process's own changes at once. 0 looks every read up."""
     inline_reads: bool = True
     """Over SQLite and local disk (or memory), whether a small read whose bytes are in the page cache is done
     on the event loop instead of a worker thread (``blobstore.nowait``)."""

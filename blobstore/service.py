@@ -10,6 +10,7 @@ upload manager to the edges as :attr:`ArtifactService.uploads`.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import AsyncIterator, Callable
@@ -21,6 +22,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import anyio
 import anyio.to_thread
 
+from blobstore.artifact_facts import ArtifactFacts
 from blobstore.audit import AuditLog
 from blobstore.clock import Clock, utcnow
 from blobstore.config import Settings
@@ -130,6 +132,8 @@ class ArtifactService:
         self._blocking_checked: object = None
         self._blocking: SupportsBlockingRead | None = None
         self._cached: SupportsCachedRead | None = None
+        # The artifacts content reads just looked up (``blobstore.artifact_facts`` says what that trusts).
+        self.facts = ArtifactFacts(settings.facts_cache_seconds)
 
     @property
     def clock(self) -> StoreClock:
@@ -163,6 +167,7 @@ class ArtifactService:
             extended = await self.repo.update_artifact(
                 caller.namespace, found.id, expires_at=expires_at, now=now
             )
+            self.facts.forget(caller.namespace, found.id)
             if extended is not None:
                 return extended
         return None
@@ -198,12 +203,21 @@ class ArtifactService:
         """
         artifact_id = check_id(artifact_id)
         now = self._clock()
+        namespace = caller.namespace
+        facts = self.facts
+        remembered = facts.get(namespace, artifact_id, now) if facts.enabled else None
+        if remembered is not None:
+            try:
+                return await self._read_chosen(remembered, choose)
+            except NotFound:
+                # The blob went away under a remembered artifact (deleted elsewhere): ask the database.
+                facts.forget(namespace, artifact_id)
         blobs = self._blocking_blobs()
         if blobs is not None and self.repo.blocking_reads:
-            namespace = caller.namespace
+            found: RangeRead[P] | None = None
             if self._cached is not None:
-                try:
-                    return _read_range_at_once(
+                with contextlib.suppress(WouldBlock):
+                    found = _read_range_at_once(
                         self.repo.get_artifact_with_blob_nowait,
                         self._cached.read_cached,
                         namespace,
@@ -211,24 +225,47 @@ class ArtifactService:
                         now,
                         choose,
                     )
-                except WouldBlock:
-                    pass
-            return await anyio.to_thread.run_sync(
-                _read_range_at_once,
-                self.repo.get_artifact_with_blob_blocking,
-                blobs.read_blocking,
-                namespace,
-                artifact_id,
-                now,
-                choose,
-                limiter=self._read_limiter,
+            if found is None:
+                found = await anyio.to_thread.run_sync(
+                    _read_range_at_once,
+                    self.repo.get_artifact_with_blob_blocking,
+                    blobs.read_blocking,
+                    namespace,
+                    artifact_id,
+                    now,
+                    choose,
+                    limiter=self._read_limiter,
+                )
+            facts.put(found.artifact, found.blob)
+            return found
+        looked_up = await self.repo.get_artifact_with_blob(namespace, artifact_id, now=now)
+        if looked_up is None:
+            raise NotFound()
+        artifact, record = looked_up
+        facts.put(artifact, record.info)
+        return await self._read_chosen((artifact, record.info), choose)
+
+    async def _read_chosen(self, found: tuple[Artifact, BlobInfo], choose: RangeChoice[P]) -> RangeRead[P]:
+        """``choose``'s span of an artifact already looked up, read and verified (see :meth:`read_range`)."""
+        artifact, blob = found
+        plan, span = choose(artifact)
+        if span is None:
+            return RangeRead(artifact, blob, plan, None)
+        start, end = span
+        blobs = self._blocking_blobs()
+        if blobs is None:
+            data = b"".join([piece async for piece in self.stream(blob, start, end)])
+        elif self._cached is not None:
+            try:
+                data = self._cached.read_cached(blob, start, end - start)
+            except WouldBlock:
+                data = await anyio.to_thread.run_sync(
+                    blobs.read_blocking, blob, start, end - start, limiter=self._read_limiter
+                )
+        else:
+            data = await anyio.to_thread.run_sync(
+                blobs.read_blocking, blob, start, end - start, limiter=self._read_limiter
             )
-        artifact, blob, plan, span = _chosen(
-            await self.repo.get_artifact_with_blob(caller.namespace, artifact_id, now=now), choose
-        )
-        data = None
-        if span is not None:
-            data = b"".join([piece async for piece in self.stream(blob, *span)])
         return RangeRead(artifact, blob, plan, data)
 
     def _blocking_blobs(self) -> SupportsBlockingRead | None:
@@ -319,6 +356,7 @@ class ArtifactService:
         artifact_id = check_id(artifact_id)
         # Deleting is how space is freed, so it must get through on a full disk (the reserve makes room).
         deleted = await self.repo.freeing(lambda: self.repo.delete_artifact(caller.namespace, artifact_id))
+        self.facts.forget(caller.namespace, artifact_id)
         if deleted is None:
             raise NotFound()
         self.audit.outcome(caller, "delete", "ok", started, artifact=deleted)
@@ -334,7 +372,9 @@ class ArtifactService:
             changes["expires_at"] = None if ttl_seconds is None else self.expiry_for(ttl_seconds, now)
         if pinned is not UNSET:
             changes["pinned"] = bool(pinned)
-        updated = await self.repo.update_artifact(caller.namespace, check_id(artifact_id), now=now, **changes)
+        artifact_id = check_id(artifact_id)
+        updated = await self.repo.update_artifact(caller.namespace, artifact_id, now=now, **changes)
+        self.facts.forget(caller.namespace, artifact_id)
         if updated is None:
             raise NotFound()
         return updated

@@ -9,7 +9,7 @@ Starlette does not run the lifespans of mounted apps.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
@@ -47,6 +47,17 @@ class AppExtension(Protocol):
         ...
 
 
+class BlobstoreAPI(FastAPI):
+    """FastAPI, with one layer outside its whole middleware stack: the content reads
+    (:class:`~blobstore.api.routes.artifacts.ContentReads`), which :func:`create_app` sets."""
+
+    outermost: Callable[[ASGIApp], ASGIApp] | None = None
+
+    def build_middleware_stack(self) -> ASGIApp:
+        stack = super().build_middleware_stack()
+        return stack if self.outermost is None else self.outermost(stack)
+
+
 def create_app(
     settings: Settings,
     *,
@@ -70,7 +81,7 @@ def create_app(
             finally:
                 delattr(app.state, STATE_KEY)
 
-    app = FastAPI(
+    app = BlobstoreAPI(
         title="mcp-blobstore",
         version=__version__,
         summary="Chunked binary transfer and content-addressed resource store for MCP",
@@ -86,9 +97,7 @@ def create_app(
     install_openapi(app, settings)
     install_docs(app)
     body_cap = settings.max_artifact_size + MULTIPART_ALLOWANCE
-    # Innermost: GET and HEAD of the content skip the exception middleware, the router and FastAPI's request
-    # machinery, and nothing else does.
-    app.add_middleware(artifacts.ContentReads)
+    every_method_paths = [extension.path for extension in extensions]
     if settings.console_enabled:
         # The console's pages call the API under /console/api/ with the session cookie: inside the guards.
         app.add_middleware(ConsoleBridge)
@@ -101,14 +110,21 @@ def create_app(
     )
     app.add_middleware(MessageGuard)  # a malformed message never reaches the body guard
     # Every route, /mcp included: a foreign Host or a change sent by a page of another origin goes no further.
-    app.add_middleware(
-        RequestGuard, settings=settings, every_method_paths=[extension.path for extension in extensions]
-    )
+    app.add_middleware(RequestGuard, settings=settings, every_method_paths=every_method_paths)
     if settings.cors_origins:
         # Outside the guards, so that their refusals (400, 413, 408, 421, 403) reach the page too.
         app.add_middleware(Cors, origins=settings.cors_origins)
     # Outermost: ids, metrics and the access line cover every answer, the body guard's refusals included.
     app.add_middleware(Observe, routes=app.router.routes, access_log_level=settings.access_log_level)
+
+    def content_reads(stack: ASGIApp) -> ASGIApp:
+        # Outside everything, FastAPI's own layers included: GET and HEAD of the content, with the same
+        # checks, ids, metrics and access line, and nothing else.
+        guard = RequestGuard(stack, settings=settings, every_method_paths=every_method_paths)
+        observe = Observe(stack, routes=[], access_log_level=settings.access_log_level)
+        return artifacts.ContentReads(stack, settings=settings, guard=guard, observe=observe)
+
+    app.outermost = content_reads
     if settings.console_enabled:
         app.add_middleware(ConsoleHeaders)
     app.include_router(health.router)

@@ -195,7 +195,7 @@ async def _on_client_disconnect(_request: Request, _exc: Exception) -> Response:
     return problem_response(InvalidRequest.code, title="client disconnected", status=400)
 
 
-async def _on_unexpected(_request: Request, exc: Exception) -> Response:
+async def on_unexpected(_request: Request, exc: Exception) -> Response:
     logger.error("request %s failed: unhandled error", current_request_id(), exc_info=exc)
     return problem_response(Internal.code, title=Internal.default_message)
 
@@ -205,4 +205,4 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_exception)
     app.add_exception_handler(ClientDisconnect, _on_client_disconnect)
-    app.add_exception_handler(Exception, _on_unexpected)
+    app.add_exception_handler(Exception, on_unexpected)

@@ -21,8 +21,10 @@ import math
 import re
 import time
 from collections import deque
+from collections.abc import Iterable
 
 import anyio
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from blobstore.api.errors import error_response
@@ -179,8 +181,34 @@ def _chunked(scope: Scope) -> bool:
     return any(name == b"transfer-encoding" for name, _value in scope.get("headers", ()))
 
 
-_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 """CTL characters other than HTAB (RFC 9110 §5.5); obs-text (0x80-0xFF) is allowed."""
+
+
+def message_refusal(headers: Iterable[tuple[bytes, bytes]]) -> Response | None:
+    """The ``400`` for header values with control characters or an ambiguous body framing, else None."""
+    chunked = sized = False
+    for name, value in headers:
+        if CONTROL.search(value):
+            # RFC 9110 §5.5: "Field values containing CR, LF, or NUL characters are invalid and dangerous
+            # ... a recipient ... MUST either reject the message or replace each of those characters with
+            # SP"; other CTLs are invalid too. Rejecting covers both. The value is not repeated.
+            return error_response(
+                InvalidRequest("a header value contains control characters", header=name.decode("latin-1"))
+            )
+        chunked = chunked or name == b"transfer-encoding"
+        sized = sized or name == b"content-length"
+    if chunked and sized:
+        # RFC 9112 §6.1: "A server MAY reject a request that contains both Content-Length and
+        # Transfer-Encoding or process such a request in accordance with the Transfer-Encoding alone.
+        # Regardless, the server MUST close the connection after responding to such a request to avoid
+        # the potential attacks." Rejected, and "Connection: close" makes the server close it.
+        response = error_response(
+            InvalidRequest("a request must not carry both Transfer-Encoding and Content-Length")
+        )
+        response.headers["connection"] = "close"
+        return response
+    return None
 
 
 class MessageGuard:
@@ -198,28 +226,8 @@ class MessageGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        chunked = sized = False
-        for name, value in scope.get("headers", ()):
-            if _CONTROL.search(value):
-                # RFC 9110 §5.5: "Field values containing CR, LF, or NUL characters are invalid and dangerous
-                # ... a recipient ... MUST either reject the message or replace each of those characters with
-                # SP"; other CTLs are invalid too. Rejecting covers both. The value is not repeated.
-                error = InvalidRequest(
-                    "a header value contains control characters", header=name.decode("latin-1")
-                )
-                await error_response(error)(scope, receive, send)
-                return
-            chunked = chunked or name == b"transfer-encoding"
-            sized = sized or name == b"content-length"
-        if chunked and sized:
-            # RFC 9112 §6.1: "A server MAY reject a request that contains both Content-Length and
-            # Transfer-Encoding or process such a request in accordance with the Transfer-Encoding alone.
-            # Regardless, the server MUST close the connection after responding to such a request to avoid
-            # the potential attacks." Rejected, and "Connection: close" makes the server close it.
-            response = error_response(
-                InvalidRequest("a request must not carry both Transfer-Encoding and Content-Length")
-            )
-            response.headers["connection"] = "close"
-            await response(scope, receive, send)
+        refusal = message_refusal(scope.get("headers", ()))
+        if refusal is not None:
+            await refusal(scope, receive, send)
             return
         await self.app(scope, receive, send)

@@ -19,7 +19,7 @@ import re
 import secrets
 import sys
 import time
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from datetime import UTC, datetime
 from typing import Any, Final, TextIO
 
@@ -70,6 +70,50 @@ def route_template(scope: Scope, routes: list[BaseRoute]) -> str:
     return "unmatched"
 
 
+def begin_request(scope: Scope) -> tuple[str, Token[str | None]]:
+    """The request's id (:func:`request_id_from`), which :func:`current_request_id` gives until
+    :func:`end_request`."""
+    request_id = request_id_from(scope)
+    return request_id, _request_id.set(request_id)
+
+
+def end_request(token: Token[str | None]) -> None:
+    _request_id.reset(token)
+
+
+class Answer:
+    """The ``send`` of one request: passes each message on with ``X-Request-Id`` added to the head, and keeps
+    the status and the body bytes sent (a ``pathsend`` counts its declared ``Content-Length``)."""
+
+    __slots__ = ("_declared", "_request_id", "_send", "bytes_out", "head_sent", "status")
+
+    def __init__(self, send: Send, request_id: str) -> None:
+        self._send = send
+        self._request_id = request_id.encode("latin-1")
+        self._declared: int | None = None
+        # A request that fails before its response starts is counted and logged as the 500 it ends as.
+        self.status = 500
+        self.bytes_out = 0
+        self.head_sent = False
+
+    async def __call__(self, message: Message) -> None:
+        kind = message["type"]
+        if kind == "http.response.start":
+            self.status = int(message["status"])
+            self.head_sent = True
+            headers = [(k, v) for k, v in message.get("headers", ()) if k.lower() != b"x-request-id"]
+            headers.append((b"x-request-id", self._request_id))
+            for name, value in headers:
+                if name.lower() == b"content-length" and value.isdigit():
+                    self._declared = int(value)
+            message = {**message, "headers": headers}
+        elif kind == "http.response.body":
+            self.bytes_out += len(message.get("body", b""))
+        elif kind == "http.response.pathsend" and self._declared is not None:
+            self.bytes_out += self._declared
+        await self._send(message)
+
+
 class Observe:
     """Outermost middleware: request id, metrics and the access line for every HTTP request."""
 
@@ -85,13 +129,10 @@ class Observe:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = request_id_from(scope)
-        token = _request_id.set(request_id)
+        request_id, token = begin_request(scope)
         started = time.perf_counter()
-        status = 500
         bytes_in = 0
-        bytes_out = 0
-        declared_out: int | None = None
+        answer = Answer(send, request_id)
 
         async def counting_receive() -> Message:
             nonlocal bytes_in
@@ -100,37 +141,34 @@ class Observe:
                 bytes_in += len(message.get("body", b""))
             return message
 
-        async def tagging_send(message: Message) -> None:
-            nonlocal status, bytes_out, declared_out
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-                headers = [(k, v) for k, v in message.get("headers", ()) if k.lower() != b"x-request-id"]
-                headers.append((b"x-request-id", request_id.encode("latin-1")))
-                for name, value in headers:
-                    if name.lower() == b"content-length" and value.isdigit():
-                        declared_out = int(value)
-                message = {**message, "headers": headers}
-            elif message["type"] == "http.response.body":
-                bytes_out += len(message.get("body", b""))
-            elif message["type"] == "http.response.pathsend" and declared_out is not None:
-                bytes_out += declared_out
-            await send(message)
-
         # A request that fails before its response starts is counted and logged as the 500 it ends as. The id
         # stays set for that failure: the server-error handler outside this middleware puts it in the answer.
         try:
-            await self.app(scope, counting_receive, tagging_send)
+            await self.app(scope, counting_receive, answer)
             _request_id.reset(token)
         finally:
-            elapsed = time.perf_counter() - started
-            method = str(scope.get("method", ""))
             route = route_template(scope, self.routes)
-            self._counter(method, route, status).inc()
-            self._histogram(method, route).observe(elapsed)
-            metrics.BYTES_IN.inc(bytes_in)
-            metrics.BYTES_OUT.inc(bytes_out)
-            if self.level is not None and access_logger.isEnabledFor(self.level):
-                self._log(scope, request_id, method, route, status, elapsed, bytes_in, bytes_out)
+            elapsed = time.perf_counter() - started
+            self.account(scope, request_id, route, answer.status, elapsed, bytes_in, answer.bytes_out)
+
+    def account(
+        self,
+        scope: Scope,
+        request_id: str,
+        route: str,
+        status: int,
+        elapsed: float,
+        bytes_in: int,
+        bytes_out: int,
+    ) -> None:
+        """The metrics and the access line of one request that ended (``route``: its template)."""
+        method = str(scope.get("method", ""))
+        self._counter(method, route, status).inc()
+        self._histogram(method, route).observe(elapsed)
+        metrics.BYTES_IN.inc(bytes_in)
+        metrics.BYTES_OUT.inc(bytes_out)
+        if self.level is not None and access_logger.isEnabledFor(self.level):
+            self._log(scope, request_id, method, route, status, elapsed, bytes_in, bytes_out)
 
     def _counter(self, method: str, route: str, status: int) -> Any:
         key = (method, route, str(status))

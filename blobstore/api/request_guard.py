@@ -66,6 +66,16 @@ class RequestGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        refusal = self.refusal(scope)
+        if refusal is not None:
+            metrics.count_error(refusal.code)
+            await error_response(refusal)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def refusal(self, scope: Scope) -> BlobstoreError | None:
+        """Why this request goes no further (a foreign ``Host``, a change sent by another origin), else None;
+        a trusted proxy's forwarded scheme, host and client are applied to ``scope`` on the way."""
         host = origin = fetch_site = None
         forwarded = False
         for name, value in scope["headers"]:
@@ -92,10 +102,8 @@ class RequestGuard:
             if (origin is not None or fetch_site is not None) and self._checks_origin(scope):
                 self._check_origin(scope, host, origin, fetch_site)
         except BlobstoreError as exc:
-            metrics.count_error(exc.code)
-            await error_response(exc)(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
+            return exc
+        return None
 
     def _host_allowed(self, host: bytes) -> bool:
         verdict = self._verdicts.get(host)

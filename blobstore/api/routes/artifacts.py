@@ -24,11 +24,15 @@ from blobstore.api.deps import (
     get_caller,
 )
 from blobstore.api.download_responses import ACCEL_REDIRECT, build_download, read_at_once, representation
-from blobstore.api.errors import on_blobstore_error
+from blobstore.api.errors import on_blobstore_error, on_unexpected
+from blobstore.api.guard import CONTROL
 from blobstore.api.headers import CONTENT_DIGEST, first_values, parse_content_digest
 from blobstore.api.multipart import StreamingForm, boundary_of
+from blobstore.api.observe import Answer, Observe, begin_request, end_request
 from blobstore.api.redirects import presigned_redirect, redirectable
+from blobstore.api.request_guard import RequestGuard
 from blobstore.api.schemas import ArtifactOut, ArtifactPage, UpdateArtifactRequest, artifact_out
+from blobstore.config import Settings
 from blobstore.digests import normalize_sha256
 from blobstore.errors import BlobstoreError, InvalidRequest
 from blobstore.models import UNSET, Artifact, Caller
@@ -374,38 +378,77 @@ async def serve_content(request: Request, caller: Caller | None = None) -> Respo
 
 
 _READ_METHODS = frozenset({"GET", "HEAD"})
+_CONTENT_PREFIX, _CONTENT_SUFFIX = CONTENT_PATH.split("{artifact_id}")
 
 
 class ContentReads:
-    """The hot read path: ``GET`` and ``HEAD`` of an artifact's content, answered as the innermost middleware.
+    """The hot read path: ``GET`` and ``HEAD`` of an artifact's content, answered ahead of the whole stack.
 
-    Every request still passes the middleware around it (request id, metrics, access line, CORS, the guards);
-    this one answers the content reads ahead of Starlette's exception middleware, FastAPI's exit stack, the
-    router and the route's request wrapper, about 5 % of a 64 KiB range read's server time. Any other
-    request, and any other method on this path (so a 405 is what it was), goes on to the app. Authentication,
-    scopes, conditional requests, ranges and the audit line are :func:`serve_content`; a ``BlobstoreError``
-    gets the error table's answer (:func:`~blobstore.api.errors.on_blobstore_error`), anything else goes up to
-    the server-error handler as before.
+    It is the app's outermost layer (:class:`~blobstore.api.app.BlobstoreAPI`) and does, for these requests,
+    what the layers it passes by would: the message guard's and the request guard's checks (a request with a
+    control character in a header, a body framing or, while CORS is on, an ``Origin`` goes to the stack,
+    which answers it as before), the request id, metrics and access line (:class:`Observe`), the error table
+    (:func:`on_blobstore_error`) and the server-error handler. Authentication, scopes, conditional requests,
+    ranges and the audit line are :func:`serve_content`'s, as for the route. Any other request, and any other
+    method on this path (so a 405 is what it was), goes on to the app. It saves the work of nine ASGI layers,
+    the router and FastAPI's request machinery: docs/performance.md has the figures.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, settings: Settings, guard: RequestGuard, observe: Observe) -> None:
         self.app = app
-        self.route = Route(CONTENT_PATH, serve_content, methods=["GET", "HEAD"], include_in_schema=False)
+        self.guard = guard
+        self.observe = observe
+        self.cors = bool(settings.cors_origins)
 
     async def __call__(self, scope: StarletteScope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in _READ_METHODS:
-            await self.app(scope, receive, send)
-            return
-        match, child_scope = self.route.matches(scope)
-        if match is not Match.FULL:
-            await self.app(scope, receive, send)
-            return
-        scope.update(child_scope)
-        # The route template for the metrics and the access line, as the router sets it for its routes.
-        scope["route"] = self.route
-        request = Request(scope, receive, send)
+        if scope["type"] == "http" and scope["method"] in _READ_METHODS and not scope.get("root_path"):
+            artifact_id = _content_id(scope["path"])
+            if artifact_id is not None and self._plain(scope["headers"]):
+                await self._serve(scope, receive, send, artifact_id)
+                return
+        await self.app(scope, receive, send)
+
+    def _plain(self, headers: list[tuple[bytes, bytes]]) -> bool:
+        """Nothing in the head that a layer passed by would act on: no body framing, no control character,
+        no ``Origin`` for CORS to answer."""
+        for name, value in headers:
+            if CONTROL.search(value) is not None:
+                return False
+            if name == b"transfer-encoding" or (name == b"content-length" and value != b"0"):
+                return False
+            if self.cors and name == b"origin":
+                return False
+        return True
+
+    async def _serve(self, scope: StarletteScope, receive: Receive, send: Send, artifact_id: str) -> None:
+        request_id, token = begin_request(scope)
+        started = time.perf_counter()
+        answer = Answer(send, request_id)
         try:
-            response = await serve_content(request)
-        except BlobstoreError as exc:
-            response = await on_blobstore_error(request, exc)
-        await response(scope, receive, send)
+            scope["path_params"] = {"artifact_id": artifact_id}
+            request = Request(scope, receive, answer)
+            try:
+                refusal = self.guard.refusal(scope)
+                if refusal is not None:
+                    raise refusal
+                response = await serve_content(request)
+            except BlobstoreError as exc:
+                response = await on_blobstore_error(request, exc)
+            except Exception as exc:
+                if answer.head_sent:
+                    raise
+                response = await on_unexpected(request, exc)
+            await response(scope, receive, answer)
+        finally:
+            end_request(token)
+            elapsed = time.perf_counter() - started
+            self.observe.account(scope, request_id, CONTENT_PATH, answer.status, elapsed, 0, answer.bytes_out)
+
+
+def _content_id(path: str) -> str | None:
+    """The ``{artifact_id}`` of a content path (one non-empty segment, as the route's pattern matches), else
+    None."""
+    if not (path.startswith(_CONTENT_PREFIX) and path.endswith(_CONTENT_SUFFIX)):
+        return None
+    artifact_id = path[len(_CONTENT_PREFIX) : len(path) - len(_CONTENT_SUFFIX)]
+    return artifact_id if artifact_id and "/" not in artifact_id else None
