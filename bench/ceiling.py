@@ -13,7 +13,7 @@ same machine, the order of the two rotated run by run:
   ``wrk -c16`` with a Lua script that makes each body new, and httpx (itself a bound, near 800/s here).
 - ``downloads``: whole downloads with curl, ours next to nginx (``sendfile``).
 - ``uploads``: a single-request upload with ``curl -T``, ours (SHA-256 checked, fsynced) next to nginx
-  ``PUT``.
+  ``PUT``; and ``blobstore upload --parallel 4``, which the same workload runs, next to the same ``PUT``.
 - ``rss``: the peak resident set of ``blobstore serve``'s processes at start (no decoder worker runs until a
   view needs one) and at the end of the run, next to the bare app's.
 
@@ -288,9 +288,10 @@ def ceiling_rows(args: argparse.Namespace, only: set[str], work: Path, extra: li
                 "- wrk is not installed: no ranges rows, no wrk uploads row (`apt-get install -y wrk`)."
             )
         if "uploads" in only:
-            uploaded = bench_uploads(t, args.runs)
-            uploaded[0].workload = "single-request upload (sha256 checked, fsynced), curl -T"
-            rows += [uploaded[0], uploaded[3]]  # the single-request upload and its server CPU per GiB
+            # Ours next to nginx PUT: a single request (the goal's row), and `blobstore upload`'s chunks.
+            single, chunked = bench_uploads(t, args.runs)[:2]
+            single.workload = "single-request upload (sha256 checked, fsynced), curl -T"
+            rows += [single, chunked]
         else:
             upload_ours_single(t)  # the artifact the reads read
         if "downloads" in only:
