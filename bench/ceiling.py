@@ -45,6 +45,7 @@ import urllib.request
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
 from clients import (
@@ -265,7 +266,7 @@ def bench_rss(ours: Ours, bare: Bare, start: tuple[float, float, int], workloads
     at_start.note = f"{processes} processes (granian's and its worker; a decoder worker starts per view job)"
     after = Row("peak RSS of `blobstore serve` after the load", "MiB", [peak_rss_mib(ours.pid)])
     after.peer_name, after.peer, after.goal = "bare app", [peak_rss_mib(bare.pid)], "≤ 150 (absolute)"
-    after.note = "VmHWM since start, over " + (", ".join(workloads) or "no load")
+    after.note = "VmHWM since start, over " + ", ".join(workloads)
     return [at_start, after]
 
 
@@ -308,7 +309,10 @@ def ceiling_rows(args: argparse.Namespace, only: set[str], work: Path, extra: li
             durable = stack.enter_context(granian_factory("bare_durable:app", {"BARE_DIR": str(root)}))
             rows += bench_small(ours, durable, root, args.runs, args.seconds, args.small_count, work)
         if "rss" in only:
-            rows += bench_rss(ours, bare, start, [name for name in LOAD_ORDER if name in only])
+            loads = [name for name in LOAD_ORDER if name in only]
+            if "uploads" not in only:
+                loads.insert(0, "one upload of the payload")
+            rows += bench_rss(ours, bare, start, loads)
     return rows
 
 
@@ -333,7 +337,10 @@ def main() -> None:
     today = datetime.datetime.now(datetime.UTC)
     output = args.output or BENCH_DIR / "results" / f"{today:%Y-%m-%d}-ceiling.md"
     load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    extra: list[str] = []
+    extra = [
+        f"- counterparts: bench/bare_app.py, bench/bare_fastapi.py (FastAPI {version('fastapi')}) and "
+        "bench/bare_durable.py, each under granian as `blobstore serve` runs (one worker); nginx as in run.py"
+    ]
     with tempfile.TemporaryDirectory(prefix="bench-ceiling-") as tmp:
         rows = ceiling_rows(args, only, Path(tmp), extra)
     load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())
