@@ -11,7 +11,7 @@ import resource
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -92,13 +92,9 @@ end
 """
 
 
-def wrk_ranges(
-    url: str, size: int, length: int, seconds: int, connections: int, script_dir: Path
-) -> tuple[float, int]:
-    """(requests per second, requests done) of random ``length``-byte ranges at 4 KiB offsets."""
-    script = script_dir / "ranges.lua"
-    slots = (size - length) // 4096
-    script.write_text(WRK_SCRIPT % {"seed": random.randrange(1 << 30), "slots": slots, "length": length})
+def run_wrk(url: str, script: Path, seconds: int, connections: int) -> tuple[float, int, int]:
+    """(requests per second, requests done, socket errors) of ``wrk -t1`` with the Lua ``script``; every
+    answer must be 2xx."""
     result = subprocess.run(
         ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "-s", str(script), url],
         check=True,
@@ -110,7 +106,66 @@ def wrk_ranges(
     lines = result.stdout.splitlines()
     rate = next(line for line in lines if line.startswith("Requests/sec:"))
     done = next(line for line in lines if " requests in " in line)
-    return float(rate.split()[1]), int(done.split()[0])
+    # "Socket errors: connect 0, read 0, write 0, timeout 0", only when there were any.
+    errors = next((line for line in lines if "Socket errors:" in line), "")
+    failed = sum(int(part.split()[-1]) for part in errors.partition(":")[2].split(",") if part.strip())
+    return float(rate.split()[1]), int(done.split()[0]), failed
+
+
+def wrk_ranges(
+    url: str, size: int, length: int, seconds: int, connections: int, script_dir: Path
+) -> tuple[float, int]:
+    """(requests per second, requests done) of random ``length``-byte ranges at 4 KiB offsets."""
+    script = script_dir / "ranges.lua"
+    slots = (size - length) // 4096
+    script.write_text(WRK_SCRIPT % {"seed": random.randrange(1 << 30), "slots": slots, "length": length})
+    rate, done, _ = run_wrk(url, script, seconds, connections)
+    return rate, done
+
+
+WRK_UPLOAD_SCRIPT = """
+local base = "%(base)s"
+local counter = 0
+request = function()
+  counter = counter + 1
+  local prefix = string.format("%(seed)08x%%08d", counter)
+  local path = string.format("%(path)s", counter)
+  return wrk.format("%(method)s", path, {}, prefix .. string.sub(base, 17))
+end
+"""
+
+
+@dataclass
+class WrkUploads:
+    """New bodies for ``wrk``: the ``n``-th request (from 1) sends ``body(n)`` to ``path % n``."""
+
+    method: str
+    path: str
+    """A path with one ``%d``, the request's number."""
+    seed: int = field(default_factory=lambda: random.randrange(1 << 32))
+    """Its own in every run, so no run repeats another's bodies."""
+    base: bytes = field(default_factory=lambda: os.urandom(KiB))
+
+    def body(self, number: int) -> bytes:
+        """The 1 KiB body of request ``number``: its first 16 bytes the seed and number, then random bytes."""
+        return b"%08x%08d" % (self.seed, number) + self.base[16:]
+
+    def script(self) -> str:
+        escaped = "".join(f"\\{byte}" for byte in self.base)  # Lua decimal escapes
+        return WRK_UPLOAD_SCRIPT % {
+            "base": escaped, "seed": self.seed, "path": self.path, "method": self.method
+        }  # fmt: skip
+
+
+def wrk_uploads(
+    base_url: str, uploads: WrkUploads, seconds: int, connections: int, script_dir: Path
+) -> tuple[float, int, int]:
+    """(uploads per second, uploads answered, socket errors) of ``wrk`` sending a new 1 KiB body every
+    request: the seed and the request's number in its first 16 bytes, so no two bodies of any run are
+    alike."""
+    script = script_dir / "uploads.lua"
+    script.write_text(uploads.script())
+    return run_wrk(base_url, script, seconds, connections)
 
 
 async def small_uploads(url: Callable[[int], str], method: str, count: int, in_flight: int) -> float:

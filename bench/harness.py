@@ -316,20 +316,29 @@ class Bare:
 
 
 @contextlib.contextmanager
-def bare_app(payload: Path) -> Iterator[Bare]:
-    """``bench/bare_app.py`` serving ``payload`` under granian, as ``blobstore serve`` runs (one worker)."""
+def granian_factory(target: str, env: dict[str, str], ready_path: str = "/ready") -> Iterator[Bare]:
+    """The factory ``target`` (``module:function`` of bench/) under granian, with the command and settings
+    ``blobstore serve`` runs with (ASGI, one worker), ``env`` added to the environment."""
     port = free_port()
     command = [sys.executable, "-m", "granian", "--interface", "asgi", "--factory", "--workers", "1"]
     command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-    command += ["--working-dir", str(Path(__file__).resolve().parent), "bare_app:app"]
-    env = {**os.environ, "BARE_FILE": str(payload)}
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    command += ["--working-dir", str(BENCH_DIR), target]
+    process = subprocess.Popen(
+        command, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         base = f"http://127.0.0.1:{port}"
-        wait_ready(f"{base}/ready", process)
+        wait_ready(f"{base}{ready_path}", process)
         yield Bare(base, process.pid)
     finally:
         stop(process, signal.SIGINT)
+
+
+@contextlib.contextmanager
+def bare_app(payload: Path) -> Iterator[Bare]:
+    """``bench/bare_app.py`` serving ``payload`` under granian, as ``blobstore serve`` runs (one worker)."""
+    with granian_factory("bare_app:app", {"BARE_FILE": str(payload)}) as bare:
+        yield bare
 
 
 @dataclass
@@ -438,10 +447,16 @@ def tool_version(*argv: str) -> str:
     return text[0].split(" (")[0].split(" [")[0] if text else "unknown"
 
 
-def render(args: argparse.Namespace, rows: list[Row], extra: list[str], load: tuple[str, str]) -> str:
-    command = " ".join(["bench/run.py", *sys.argv[1:]])
+def render(
+    args: argparse.Namespace,
+    rows: list[Row],
+    extra: list[str],
+    load: tuple[str, str],
+    title: str = "Benchmark suite",
+) -> str:
+    command = " ".join([f"bench/{Path(sys.argv[0]).name}", *sys.argv[1:]])
     lines = [
-        f"# Benchmark suite, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
+        f"# {title}, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
         "",
         f"`.venv/bin/python {command}`",
         "",
