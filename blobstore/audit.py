@@ -22,9 +22,10 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -41,25 +42,14 @@ STDOUT: Final = Path("-")
 """The ``audit_log`` value that means standard output."""
 
 
-@dataclass(frozen=True, slots=True)
-class AuditEvent:
-    """The fixed fields of one audit line."""
-
-    time: datetime
-    actor: str
-    namespace: str | None
-    action: str
-    result: str
-    artifact_id: str | None = None
-    size: int | None = None
-    mime_type: str | None = None
-    duration_ms: int | None = None
-
-
-_EVENT_FIELDS: Final = tuple(field.name for field in fields(AuditEvent))
 _ENCODE: Final = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
 """One encoder for every line: ``json.dumps`` with options builds a new encoder per call (a few % of a small
 read's CPU), and the line's text depends only on these options."""
+
+REOPEN_SECONDS: Final = 1.0
+"""How long the audit file stays open between lines. Each line is still one ``O_APPEND`` write; a rotated
+file (renamed away) gets at most this long of lines more, then the file at the configured path is opened
+again (created if missing)."""
 
 
 class AuditLog:
@@ -69,6 +59,7 @@ class AuditLog:
         self.path = path
         # Makes room on the audit file's file system (releases the disk reserve); the bytes it freed.
         self.on_full = on_full
+        self._file = _AppendFile(path) if path is not None and path != STDOUT else None
 
     def record(
         self,
@@ -83,27 +74,29 @@ class AuditLog:
         duration_ms: int | None = None,
         token_id: str | None = None,
         extra: Mapping[str, str | int | float | None] | None = None,
-    ) -> AuditEvent:
-        event = AuditEvent(
-            time=datetime.now(UTC),
-            actor=actor,
-            namespace=namespace,
-            action=action,
-            result=result,
-            artifact_id=artifact_id,
-            size=size,
-            mime_type=mime_type,
-            duration_ms=duration_ms,
-        )
-        # The fields are flat values: a shallow copy, not asdict's deep copy (a few % of a small range read).
-        payload: dict[str, Any] = {name: getattr(event, name) for name in _EVENT_FIELDS}
-        payload["time"] = event.time.isoformat()
+    ) -> None:
+        """One line: the fixed fields (``None`` where they do not apply), then ``token_id`` and ``extra``."""
+        payload: dict[str, Any] = {
+            "time": datetime.now(UTC).isoformat(),
+            "actor": actor,
+            "namespace": namespace,
+            "action": action,
+            "result": result,
+            "artifact_id": artifact_id,
+            "size": size,
+            "mime_type": mime_type,
+            "duration_ms": duration_ms,
+        }
         if token_id is not None:
             payload["token_id"] = token_id
-        for key, value in (extra or {}).items():
-            payload.setdefault(key, value)
+        if extra:
+            for key, value in extra.items():
+                payload.setdefault(key, value)
         self._write(_ENCODE(payload))
-        return event
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
 
     def outcome(
         self,
@@ -128,34 +121,68 @@ class AuditLog:
         )
 
     def _write(self, line: str) -> None:
-        if self.path == STDOUT:
-            sys.stdout.write(line + "\n")
-            sys.stdout.flush()
-        elif self.path is not None:
+        if self._file is not None:
             # One O_APPEND write per line: concurrent writers (replicas, the CLI) never interleave inside a
-            # line, and a rotated file is picked up at the next event.
+            # line, and a rotated file is picked up within REOPEN_SECONDS.
+            data = (line + "\n").encode()
             try:
-                self._append(self.path, line)
+                self._file.append(data)
             except OSError as exc:
                 # The deletes that free a full disk are audited too: let their line through on the reserve.
                 if exc.errno == errno.ENOSPC and self.on_full is not None and self.on_full() > 0:
                     logger.warning("the audit log's disk is full: released the disk reserve")
                     try:
-                        self._append(self.path, line)
+                        self._file.append(data)
                         return
                     except OSError as again:
                         raise from_os_error(again) from None
                 # An action that cannot be audited fails, as a storage error without the path.
                 raise from_os_error(exc) from None
+        elif self.path == STDOUT:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
         elif logger.hasHandlers():
             logger.info(line)
         else:
             sys.stderr.write(line + "\n")
 
-    @staticmethod
-    def _append(path: Path, line: str) -> None:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
-        try:
-            os.write(fd, (line + "\n").encode())
-        finally:
-            os.close(fd)
+
+class _AppendFile:
+    """The audit file, opened for appending and kept open for up to :data:`REOPEN_SECONDS` (an open and a
+    close per line were a third of a small read's audit cost). Writes and reopens hold one lock, so a write
+    never goes to a descriptor another thread closed (and the system gave to another file)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._opened_at = 0.0
+        # Closes the descriptor when the log is dropped without close() (a one-off log of a CLI command).
+        self._finalizer: weakref.finalize[[int], _AppendFile] | None = None
+
+    def append(self, data: bytes) -> None:
+        with self._lock:
+            fd = self._fd
+            if fd is None or time.monotonic() - self._opened_at >= REOPEN_SECONDS:
+                fd = self._reopen()
+            try:
+                os.write(fd, data)
+            except OSError:
+                self._drop()  # a failed descriptor is not trusted with the next line
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def _reopen(self) -> int:
+        self._drop()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+        self._fd, self._opened_at = fd, time.monotonic()
+        self._finalizer = weakref.finalize(self, os.close, fd)
+        return fd
+
+    def _drop(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()  # closes the descriptor, once
+        self._fd = self._finalizer = None

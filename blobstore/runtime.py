@@ -291,16 +291,14 @@ async def open_runtime(
             if server and not released and not await repo.keep_reserve():
                 logger.warning("the disk reserve could not be allocated in full: the disk is nearly full")
             blobs = blob_store_for(settings)
+            audit = open_audit_log(settings, reserve)
             try:
                 service = build_service(
-                    settings=settings,
-                    blobs=blobs,
-                    repo=repo,
-                    audit=open_audit_log(settings, reserve),
-                    sole_server=sole_server,
+                    settings=settings, blobs=blobs, repo=repo, audit=audit, sole_server=sole_server
                 )
                 yield compose(service)
             finally:
+                audit.close()
                 await blobs.close()
         finally:
             await repo.close()
