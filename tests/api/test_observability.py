@@ -194,6 +194,25 @@ async def test_access_log_is_one_json_line_per_request_with_its_id_and_no_secret
     assert "session=abc" not in caplog.text
 
 
+async def test_the_access_line_of_a_content_read_is_the_json_encoders_own_text(
+    client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Answered by the content reads ahead of the middleware, whose access line is written by hand: a path
+    # with a quote, a backslash, non-ASCII and a line separator comes out as json.dumps would write it.
+    hear_access_log(caplog, monkeypatch)
+    path = '/v1/artifacts/a"b\\\u00fc\u2028/content'
+    response = await client.get(path, headers={"X-Request-Id": "trace-8"})
+    assert response.headers["content-type"] == "application/problem+json"
+    [line] = [record.getMessage() for record in caplog.records if record.name == "blobstore.access"]
+    entry = json.loads(line)
+    assert entry["path"] == path
+    assert entry["route"] == "/v1/artifacts/{artifact_id}/content"
+    assert entry["request_id"] == "trace-8"
+    assert entry["status"] == response.status_code
+    assert entry["bytes_out"] == len(response.content)
+    assert line == json.dumps(entry, separators=(",", ":"))
+
+
 @pytest.mark.parametrize(("level", "expected"), [("debug", logging.DEBUG), ("off", None)])
 async def test_access_log_level_is_configurable(
     tmp_path: Path,
