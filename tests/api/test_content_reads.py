@@ -88,3 +88,61 @@ async def test_a_range_read_is_audited_with_the_bytes_it_granted(
     lines = [json.loads(line) for line in settings.audit_log.read_text().splitlines()]
     reads = [line for line in lines if line["action"] == "read" and line["artifact_id"] == artifact["id"]]
     assert [(line["result"], line["size"]) for line in reads] == [("ok", 100)]
+
+
+# The content reads are answered ahead of the middleware stack (ContentReads is the app's outermost layer):
+# each check of the layers it passes by still runs, or the request goes to those layers.
+
+
+async def test_a_content_read_under_a_foreign_host_is_refused_as_on_every_route(
+    reads: httpx.AsyncClient,
+) -> None:
+    created = await reads.post("/v1/artifacts", params={"name": "h.bin"}, content=DATA)
+    url = f"/v1/artifacts/{created.json()['id']}/content"
+    refused = await reads.get(url, headers={"Host": "rebound.example", "Range": "bytes=0-9"})
+    problem(refused, 421, "host_not_allowed")
+    assert refused.headers["x-request-id"]
+    assert DATA[:10] not in refused.content
+
+
+async def test_a_content_read_with_a_control_byte_in_a_header_is_the_message_guards_400(
+    reads: httpx.AsyncClient,
+) -> None:
+    created = await reads.post("/v1/artifacts", params={"name": "c.bin"}, content=DATA)
+    url = f"/v1/artifacts/{created.json()['id']}/content"
+    refused = await reads.get(url, headers={"X-Note": "a\x01b"})
+    problem(refused, 400, "invalid_request")
+
+
+async def test_a_content_read_answers_its_request_id_validators_and_conditions(
+    reads: httpx.AsyncClient,
+) -> None:
+    created = await reads.post("/v1/artifacts", params={"name": "v.bin"}, content=DATA)
+    url = f"/v1/artifacts/{created.json()['id']}/content"
+    first = await reads.get(url, headers={"Range": "bytes=0-99", "X-Request-Id": "req-content-1"})
+    assert first.status_code == 206
+    assert first.headers["x-request-id"] == "req-content-1"
+    etag = first.headers["etag"]
+    assert etag == f'"sha256-{created.json()["sha256"]}"'
+    assert first.headers["content-security-policy"] == "sandbox"
+    assert first.headers["x-content-type-options"] == "nosniff"
+    assert (await reads.get(url, headers={"If-None-Match": etag})).status_code == 304
+    stale = await reads.get(url, headers={"Range": "bytes=0-99", "If-Range": '"sha256-other"'})
+    assert stale.status_code == 200
+    assert stale.content == DATA
+
+
+async def test_with_cors_on_a_content_read_from_a_page_gets_the_cors_headers(tmp_path: Path) -> None:
+    origin = "http://app.example"
+    settings = make_settings(tmp_path, cors_origins=[origin])
+    async with (
+        open_service(settings, server=False) as service,
+        app_client(create_app(settings, service=service)) as http,
+    ):
+        created = await http.post("/v1/artifacts", params={"name": "o.bin"}, content=DATA)
+        url = f"/v1/artifacts/{created.json()['id']}/content"
+        answered = await http.get(url, headers={"Origin": origin, "Range": "bytes=0-9"})
+        assert answered.content == DATA[:10]
+        assert answered.headers["access-control-allow-origin"] == origin
+        plain = await http.get(url, headers={"Range": "bytes=0-9"})
+        assert "origin" in plain.headers["vary"].lower()

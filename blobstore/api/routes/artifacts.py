@@ -386,39 +386,29 @@ class ContentReads:
 
     It is the app's outermost layer (:class:`~blobstore.api.app.BlobstoreAPI`) and does, for these requests,
     what the layers it passes by would: the message guard's and the request guard's checks (a request with a
-    control character in a header, a body framing or, while CORS is on, an ``Origin`` goes to the stack,
-    which answers it as before), the request id, metrics and access line (:class:`Observe`), the error table
-    (:func:`on_blobstore_error`) and the server-error handler. Authentication, scopes, conditional requests,
-    ranges and the audit line are :func:`serve_content`'s, as for the route. Any other request, and any other
-    method on this path (so a 405 is what it was), goes on to the app. It saves the work of nine ASGI layers,
-    the router and FastAPI's request machinery: docs/performance.md has the figures.
+    control character in a header or a body framing goes to the stack, which answers it as before, and so
+    does every request while CORS is on), the request id, metrics and access line (:class:`Observe`), the
+    error table (:func:`on_blobstore_error`) and the server-error handler. Authentication, scopes,
+    conditional requests, ranges and the audit line are :func:`serve_content`'s, as for the route. Any other
+    request, and any other method on this path (so a 405 is what it was), goes on to the app. It saves the
+    work of nine ASGI layers, the router and FastAPI's request machinery: docs/performance.md has the figures.
     """
 
     def __init__(self, app: ASGIApp, *, settings: Settings, guard: RequestGuard, observe: Observe) -> None:
         self.app = app
         self.guard = guard
         self.observe = observe
-        self.cors = bool(settings.cors_origins)
+        # With CORS on, every answer carries the CORS layer's headers (``Vary: Origin`` at least): the stack
+        # answers. Under a root path, the router's matching does.
+        self.direct = not settings.cors_origins
 
     async def __call__(self, scope: StarletteScope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] in _READ_METHODS and not scope.get("root_path"):
-            artifact_id = _content_id(scope["path"])
-            if artifact_id is not None and self._plain(scope["headers"]):
+        if self.direct and scope["type"] == "http" and scope["method"] in _READ_METHODS:
+            artifact_id = _content_id(scope["path"]) if not scope.get("root_path") else None
+            if artifact_id is not None and _plain(scope["headers"]):
                 await self._serve(scope, receive, send, artifact_id)
                 return
         await self.app(scope, receive, send)
-
-    def _plain(self, headers: list[tuple[bytes, bytes]]) -> bool:
-        """Nothing in the head that a layer passed by would act on: no body framing, no control character,
-        no ``Origin`` for CORS to answer."""
-        for name, value in headers:
-            if CONTROL.search(value) is not None:
-                return False
-            if name == b"transfer-encoding" or (name == b"content-length" and value != b"0"):
-                return False
-            if self.cors and name == b"origin":
-                return False
-        return True
 
     async def _serve(self, scope: StarletteScope, receive: Receive, send: Send, artifact_id: str) -> None:
         request_id, token = begin_request(scope)
@@ -443,6 +433,16 @@ class ContentReads:
             end_request(token)
             elapsed = time.perf_counter() - started
             self.observe.account(scope, request_id, CONTENT_PATH, answer.status, elapsed, 0, answer.bytes_out)
+
+
+def _plain(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Nothing in the head that a layer passed by would act on: no body framing, no control character."""
+    for name, value in headers:
+        if CONTROL.search(value) is not None:
+            return False
+        if name == b"transfer-encoding" or (name == b"content-length" and value != b"0"):
+            return False
+    return True
 
 
 def _content_id(path: str) -> str | None:
