@@ -6,10 +6,13 @@ from __future__ import annotations
 import base64
 import json
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
+from blobstore.audit import AuditLog
 from blobstore.cleanup import run_cleanup
 from blobstore.config import Settings
 from blobstore.runtime import cleanup_parts
@@ -142,3 +145,27 @@ def test_the_leak_search_finds_content_at_any_offset_and_encoding() -> None:
     token = "bst_" + "A" * 16 + "_" + "B" * 43
     assert leaks.find_leaks("B" * 43, frozenset({token}), []) == ["token secret"]
     assert leaks.find_leaks("id AAAAAAAAAAAAAAAA only", frozenset({token}), [data]) == []
+
+
+def test_a_rotated_audit_file_is_left_within_the_reopen_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The file stays open between lines (one write per line); renamed away, it gets lines until the path
+    # is opened again, then a new file at the path gets them, private like the first.
+    moments = iter([0.0, 0.5, 1.0 + 1e-6, 1.5])
+    monkeypatch.setattr("blobstore.audit.time.monotonic", lambda: next(moments))
+    path = tmp_path / "audit.jsonl"
+    audit = AuditLog(path)
+    line = {"actor": "local", "namespace": "ns", "action": "read", "result": "ok"}
+    audit.record(**line, artifact_id="a_first")  # opened at 0.0
+    path.rename(tmp_path / "audit.jsonl.1")
+    audit.record(**line, artifact_id="a_second")  # 0.5: still the open, renamed file
+    audit.record(**line, artifact_id="a_third")  # past a second: the path again, a new file
+    audit.close()
+    rotated = [
+        json.loads(text)["artifact_id"] for text in (tmp_path / "audit.jsonl.1").read_text().splitlines()
+    ]
+    fresh = [json.loads(text)["artifact_id"] for text in path.read_text().splitlines()]
+    assert rotated == ["a_first", "a_second"]
+    assert fresh == ["a_third"]
+    assert path.stat().st_mode & 0o777 == 0o600
