@@ -72,8 +72,14 @@ async def authenticate(request: Request) -> Caller:
     if isinstance(bridged, Caller):
         return bridged
     authenticator = app_state(request.app).runtime.authenticator
-    client = request.client.host if request.client else None
-    return await authenticator.authenticate(request.headers.get("authorization"), client_host=client)
+    # Read off the scope: a Headers and an Address object per request cost more than the lookups themselves.
+    scope = request.scope
+    client = scope.get("client")
+    authorization = next((value for name, value in scope["headers"] if name == b"authorization"), None)
+    return await authenticator.authenticate(
+        authorization.decode("latin-1") if authorization is not None else None,
+        client_host=client[0] if client else None,
+    )
 
 
 def scope_for_method(method: str) -> Scope:

@@ -166,8 +166,10 @@ class Observe:
         method = str(scope.get("method", ""))
         self._counter(method, route, status).inc()
         self._histogram(method, route).observe(elapsed)
-        metrics.BYTES_IN.inc(bytes_in)
-        metrics.BYTES_OUT.inc(bytes_out)
+        if bytes_in:
+            metrics.BYTES_IN.inc(bytes_in)
+        if bytes_out:
+            metrics.BYTES_OUT.inc(bytes_out)
         if self.level is not None and access_logger.isEnabledFor(self.level):
             self._log(scope, request_id, method, route, status, elapsed, bytes_in, bytes_out)
 

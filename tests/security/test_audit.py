@@ -156,11 +156,14 @@ def test_a_rotated_audit_file_is_left_within_the_reopen_interval(
     monkeypatch.setattr("blobstore.audit.time.monotonic", lambda: next(moments))
     path = tmp_path / "audit.jsonl"
     audit = AuditLog(path)
-    line = {"actor": "local", "namespace": "ns", "action": "read", "result": "ok"}
-    audit.record(**line, artifact_id="a_first")  # opened at 0.0
+
+    def read(artifact_id: str) -> None:
+        audit.record(actor="local", namespace="ns", action="read", result="ok", artifact_id=artifact_id)
+
+    read("a_first")  # opened at 0.0
     path.rename(tmp_path / "audit.jsonl.1")
-    audit.record(**line, artifact_id="a_second")  # 0.5: still the open, renamed file
-    audit.record(**line, artifact_id="a_third")  # past a second: the path again, a new file
+    read("a_second")  # 0.5: still the open, renamed file
+    read("a_third")  # past a second: the path again, a new file
     audit.close()
     rotated = [
         json.loads(text)["artifact_id"] for text in (tmp_path / "audit.jsonl.1").read_text().splitlines()
