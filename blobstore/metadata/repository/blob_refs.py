@@ -38,12 +38,19 @@ def attach_blob(
     existing live blob will do: :class:`ContentNotLive` when there is none.
     """
     same_content = {"content_sha256": blob.sha256, "content_size": blob.size}
+    # SQLite's writer holds the database's only write lock since BEGIN IMMEDIATE, so nothing can mark or
+    # claim the blob between reading it and clearing its mark: the UPDATE runs only when there is a mark,
+    # and a commit of new content (no live blob) costs one statement fewer.
+    mark_first = conn.dialect.name != "sqlite"
     for _ in range(_ATTEMPTS):
-        # Clear a pending GC mark first, by an exclusive row lock taken only when there is a mark:
-        # taking FOR SHARE first and then updating would deadlock two commits of the same content.
-        conn.execute(_clear_gc_mark(), same_content)
+        if mark_first:
+            # Clear a pending GC mark first, by an exclusive row lock taken only when there is a mark:
+            # taking FOR SHARE first and then updating would deadlock two commits of the same content.
+            conn.execute(_clear_gc_mark(), same_content)
         found = conn.execute(_live_blob_for_share(), same_content).first()
         if found is not None:
+            if not mark_first and found.unreferenced_since is not None:
+                conn.execute(_clear_gc_mark(), same_content)
             return rows.blob_record(found._mapping), True
         if dedup_only:
             # Raised inside the transaction (or its savepoint), so that the caller's other changes roll back.
