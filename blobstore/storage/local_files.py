@@ -117,7 +117,8 @@ class LocalFiles:
         self.staging = root / STAGING_DIR
         self._limiter = anyio.CapacityLimiter(io_threads)
         self._directories = directory_sync or DirectorySync()
-        # One byte per second-level fan-out directory: set once it exists and its entry is durable.
+        # One byte per fan-out directory, first and second level: set once it exists and its entry is durable.
+        self._first_ready = bytearray(_FANOUT_FIRST)
         self._fanout_ready = bytearray(_FANOUT_DIRS)
 
     async def run(self, func: Callable[..., T], *args: Any) -> T:
@@ -136,6 +137,7 @@ class LocalFiles:
         for first in range(_FANOUT_FIRST):
             self._create_dir(blob_dir / f"{first:02x}")
         self._directories.sync(blob_dir)
+        self._first_ready[:] = b"\x01" * _FANOUT_FIRST
 
     @staticmethod
     def _create_dir(path: Path) -> bool:
@@ -168,15 +170,20 @@ class LocalFiles:
             final = self.root / key
             fanout = int(sha256[:4], 16)
             if not self._fanout_ready[fanout]:
-                # blobs/<ab>/<cd> exists and its entry, and its parent's, are durable.
-                self.make_dir(final.parent.parent)
+                # blobs/<ab>/<cd> exists and its entry, and its parent's, are durable. blobs/<ab> was made
+                # durable when the store opened: a failing mkdir (and its exception) per new second-level
+                # directory was a cost of every first upload into one.
+                if not self._first_ready[fanout >> 8]:
+                    self.make_dir(final.parent.parent)
+                    self._first_ready[fanout >> 8] = 1
                 self.make_dir(final.parent, sync_existing=True)
                 self._fanout_ready[fanout] = 1
             try:
                 if self.link_durably(source, final):
                     return key
             except FileNotFoundError as exc:
-                # The fan-out directory was removed behind the store's back: create it again.
+                # A fan-out directory was removed behind the store's back: create both levels again.
+                self._first_ready[fanout >> 8] = 0
                 self._fanout_ready[fanout] = 0
                 missing = exc
         if missing is not None:

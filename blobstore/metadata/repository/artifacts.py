@@ -107,9 +107,7 @@ class ArtifactRepository(RepositoryBase):
             )
             if int(used or 0) + blob.size > quota:
                 raise QuotaExceeded(quota=quota, used=int(used or 0))
-        record, deduplicated = attach_blob(
-            conn, self._insert(blobs), blob, created_at=artifact.created_at, dedup_only=dedup_only
-        )
+        record, deduplicated = attach_blob(conn, blob, created_at=artifact.created_at, dedup_only=dedup_only)
         stored = self._insert_artifact(conn, artifact, record)
         return CommitResult(artifact=stored, blob=record, deduplicated=deduplicated)
 

@@ -58,7 +58,7 @@ class RenditionRepository(RepositoryBase):
         if existing is not None:
             _extend(conn, rendition.key, rendition.expires_at)
             return self._live_row(conn, rendition.key, now) or existing
-        record, _ = attach_blob(conn, self._insert(blobs), blob, created_at=rendition.created_at)
+        record, _ = attach_blob(conn, blob, created_at=rendition.created_at)
         values = {
             "key": rendition.key,
             "source_sha256": rendition.source_sha256,
