@@ -52,7 +52,16 @@ def attackers_session(server: Server, token: str) -> str:
 def attacker_page(cookie: str) -> type[BaseHTTPRequestHandler]:
     class TossingPage(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            body = b"<!doctype html><title>a local dev server</title><p>nothing to see"
+            # Only the page itself tosses the cookie: Chromium asks for /favicon.ico on its own schedule, and
+            # a toss answering that late would put the cookie back after the console cleared it. The data:
+            # icon keeps the browser from asking at all.
+            if self.path != "/":
+                self.send_error(404)
+                return
+            body = (
+                b'<!doctype html><title>a local dev server</title><link rel="icon" href="data:,">'
+                b"<p>nothing to see"
+            )
             self.send_response(200)
             self.send_header("Content-Type", "text/html")
             self.send_header("Set-Cookie", f"blobstore_console={cookie}; Path=/")
