@@ -10,11 +10,10 @@ body by its SHA-256.
 
 from __future__ import annotations
 
-import functools
 import os
 import secrets
 from collections.abc import AsyncIterator
-from datetime import datetime
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -33,63 +32,72 @@ CACHE_CONTROL = "private, max-age=31536000, immutable"
 ACCEL_REDIRECT = "x-accel-redirect"
 
 
-def representation(artifact: Artifact) -> Representation:
-    return _representation(artifact.size, artifact.sha256, artifact.created_at)
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """What a download's head says of one artifact, formatted once. None of it changes for an artifact: the
+    content is addressed by its hash, the id fixes the creation time, and the name and type are part of the
+    key. The same few artifacts are read again and again, so this is kept (bounded) instead of formatted
+    per request."""
+
+    representation: Representation
+    validators: tuple[tuple[str, str], ...]
+    content: tuple[tuple[str, str], ...]
+    encoded: tuple[tuple[bytes, bytes], ...]
+    """``content`` and the ``content-type``, encoded as a response's raw headers."""
 
 
-# Built per request from facts that never change for an artifact: the same few artifacts are read again and
-# again, so their validators and encoded heads are kept (bounded) instead of formatted each time.
-@functools.lru_cache(maxsize=1024)
-def _representation(size: int, sha256: str, created_at: datetime) -> Representation:
-    return Representation(
-        size=size,
-        etag=strong_etag(sha256),
-        last_modified=created_at,
-        last_modified_http=http_date(created_at),
+_HEADS: dict[tuple[str, str, str, str], _Head] = {}
+_MAX_HEADS = 1024
+
+
+def _head(artifact: Artifact) -> _Head:
+    key = (artifact.id, artifact.sha256, artifact.name, artifact.mime_type)
+    head = _HEADS.get(key)
+    if head is None:
+        head = _format_head(artifact)
+        if len(_HEADS) >= _MAX_HEADS:
+            _HEADS.clear()
+        _HEADS[key] = head
+    return head
+
+
+def _format_head(artifact: Artifact) -> _Head:
+    rep = Representation(
+        size=artifact.size,
+        etag=strong_etag(artifact.sha256),
+        last_modified=artifact.created_at,
+        last_modified_http=http_date(artifact.created_at),
     )
+    validators = (
+        ("etag", rep.etag),
+        ("last-modified", rep.last_modified_http),
+        ("cache-control", CACHE_CONTROL),
+    )
+    content = (
+        *validators,
+        ("accept-ranges", "bytes"),
+        ("content-disposition", content_disposition(artifact.name)),
+        # User content served from the API origin: never let a browser sniff or run it.
+        ("x-content-type-options", "nosniff"),
+        ("content-security-policy", "sandbox"),
+    )
+    encoded = tuple(
+        (name.encode("latin-1"), value.encode("latin-1"))
+        for name, value in (*content, ("content-type", artifact.mime_type))
+    )
+    return _Head(rep, validators, content, encoded)
+
+
+def representation(artifact: Artifact) -> Representation:
+    return _head(artifact).representation
 
 
 def validator_headers(artifact: Artifact) -> dict[str, str]:
-    rep = representation(artifact)
-    return {
-        "etag": rep.etag,
-        "last-modified": rep.last_modified_http,
-        "cache-control": CACHE_CONTROL,
-    }
-
-
-# A download's headers are rebuilt per request; their formatted dates and names repeat across requests.
-_disposition = functools.lru_cache(maxsize=1024)(content_disposition)
+    return dict(_head(artifact).validators)
 
 
 def content_headers(artifact: Artifact) -> dict[str, str]:
-    return {
-        **validator_headers(artifact),
-        "accept-ranges": "bytes",
-        "content-disposition": _disposition(artifact.name),
-        # User content served from the API origin: never let a browser sniff or run it.
-        "x-content-type-options": "nosniff",
-        "content-security-policy": "sandbox",
-    }
-
-
-def _encoded_content_head(artifact: Artifact) -> tuple[tuple[bytes, bytes], ...]:
-    """:func:`content_headers` and the ``content-type``, encoded as a response's raw headers."""
-    return _encoded_head(artifact, (artifact.id, artifact.sha256, artifact.name, artifact.mime_type))
-
-
-_ENCODED_HEADS: dict[tuple[str, str, str, str], tuple[tuple[bytes, bytes], ...]] = {}
-
-
-def _encoded_head(artifact: Artifact, key: tuple[str, str, str, str]) -> tuple[tuple[bytes, bytes], ...]:
-    head = _ENCODED_HEADS.get(key)
-    if head is None:
-        headers = {**content_headers(artifact), "content-type": artifact.mime_type}
-        head = tuple((name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items())
-        if len(_ENCODED_HEADS) >= 1024:
-            _ENCODED_HEADS.clear()
-        _ENCODED_HEADS[key] = head
-    return head
+    return dict(_head(artifact).content)
 
 
 class _Prepared(Response):
@@ -220,8 +228,17 @@ async def build_download(
 ) -> Response:
     """The response for ``plan``; ``data``: the verified span :func:`read_at_once` chose, when it was read;
     ``accel``: the prefix of nginx's internal location when a whole file on local disk may be left to it."""
-    headers = content_headers(artifact)
     size = artifact.size
+    if data is not None and plan.outcome is Outcome.PARTIAL and not head:
+        # The hot path, a range read with its lookup: the head is encoded already but for the range's own two.
+        span = plan.ranges[0]
+        raw = [
+            *_head(artifact).encoded,
+            (b"content-range", span.content_range(size).encode("latin-1")),
+            (b"content-length", str(span.length).encode("latin-1")),
+        ]
+        return _Prepared(206, raw, data)
+    headers = content_headers(artifact)
     if plan.outcome is Outcome.NOT_MODIFIED:
         return Response(status_code=304, headers=validator_headers(artifact))
 
@@ -261,13 +278,6 @@ async def build_download(
     if start == end:
         return Response(status_code=status, headers=headers)
     if data is not None:
-        if plan.outcome is Outcome.PARTIAL:
-            raw = [
-                *_encoded_content_head(artifact),
-                (b"content-range", headers["content-range"].encode("latin-1")),
-                (b"content-length", headers["content-length"].encode("latin-1")),
-            ]
-            return _Prepared(status, raw, data)
         return Response(data, status_code=status, headers=headers)
     source = service.stream(blob, start, end)
     first = await anext(source, None)
