@@ -78,16 +78,35 @@ async def test_a_content_read_of_a_missing_artifact_is_not_found_before_its_para
     problem(unsatisfiable, 404, "not_found")
 
 
-async def test_a_range_read_is_audited_with_the_bytes_it_granted(
-    client: httpx.AsyncClient, upload: Uploader, settings: Settings
+@pytest.mark.parametrize(
+    ("headers", "params", "status", "granted"),
+    [
+        ({"Range": "bytes=5-104"}, {}, 206, 100),  # read with the lookup
+        ({}, {"offset": "7", "length": "50"}, 206, 50),  # a window, read with the lookup
+        ({"Range": "bytes=0-9,20-29"}, {}, 206, None),  # multipart: the body with its part heads
+        ({}, {}, 200, len(DATA)),  # the whole file, sent by the server
+    ],
+    ids=["range", "window", "multipart", "whole"],
+)
+async def test_a_content_read_is_audited_with_the_bytes_it_sent(
+    client: httpx.AsyncClient,
+    upload: Uploader,
+    settings: Settings,
+    headers: dict[str, str],
+    params: dict[str, str],
+    status: int,
+    granted: int | None,
 ) -> None:
     artifact = await upload(DATA, name="a.bin")
-    response = await client.get(f"/v1/artifacts/{artifact['id']}/content", headers={"Range": "bytes=5-104"})
-    assert response.status_code == 206
+    response = await client.get(f"/v1/artifacts/{artifact['id']}/content", headers=headers, params=params)
+    assert response.status_code == status
+    if granted is None:
+        granted = len(response.content)
+        assert granted > 20
     assert settings.audit_log is not None
     lines = [json.loads(line) for line in settings.audit_log.read_text().splitlines()]
     reads = [line for line in lines if line["action"] == "read" and line["artifact_id"] == artifact["id"]]
-    assert [(line["result"], line["size"]) for line in reads] == [("ok", 100)]
+    assert [(line["result"], line["size"]) for line in reads] == [("ok", granted)]
 
 
 # The content reads are answered ahead of the middleware stack (ContentReads is the app's outermost layer):

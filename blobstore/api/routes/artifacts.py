@@ -361,18 +361,24 @@ async def serve_content(request: Request, caller: Caller | None = None) -> Respo
         service, artifact, blob, plan, head=method == "HEAD", data=found.data, accel=accel
     )
     if method == "GET" and response.status_code != 304:
-        granted = plan.ranges[0].length if plan.ranges else artifact.size
-        sent_by_proxy = ACCEL_REDIRECT in response.headers
+        extra: dict[str, str | int | float | None] | None = None
+        if redirect is None and found.data is not None:
+            size = len(found.data)  # the whole body, read with the lookup (no header to look through)
+        elif redirect is not None or ACCEL_REDIRECT in response.headers:
+            size = plan.ranges[0].length if plan.ranges else artifact.size
+            extra = {"redirect": "s3"} if redirect else {"sent_by": "nginx"}
+        else:
+            size = int(response.headers.get("content-length", "0"))
         service.audit.record(
             actor=caller.actor,
             namespace=caller.namespace,
             action="read",
             result="ok",
             artifact_id=artifact.id,
-            size=granted if redirect or sent_by_proxy else int(response.headers.get("content-length", "0")),
+            size=size,
             mime_type=artifact.mime_type,
             duration_ms=int((time.monotonic() - started) * 1000),
-            extra={"redirect": "s3"} if redirect else {"sent_by": "nginx"} if sent_by_proxy else None,
+            extra=extra,
         )
     return response
 
