@@ -52,15 +52,18 @@ def run_pytest(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_whole_suite_below_the_floor_fails(project: Path) -> None:
-    ran = run_pytest(project)
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "two-workers"])
+def test_the_whole_suite_below_the_floor_fails(project: Path, workers: list[str]) -> None:
+    ran = run_pytest(project, *workers)
     assert ran.returncode == pytest.ExitCode.TESTS_FAILED, ran.stdout
     assert "2 passed" in ran.stdout
     assert "Required test coverage of 80" in ran.stdout
 
 
 @pytest.mark.parametrize(
-    "args", [["checks/test_half.py"], ["-k", "used"]], ids=["named-path", "deselected-items"]
+    "args",
+    [["checks/test_half.py"], ["-k", "used"], ["-n", "2", "checks/test_half.py"], ["-n", "2", "-k", "used"]],
+    ids=["named-path", "deselected-items", "named-path-two-workers", "deselected-items-two-workers"],
 )
 def test_part_of_the_suite_reports_coverage_without_the_floor(project: Path, args: list[str]) -> None:
     ran = run_pytest(project, *args)

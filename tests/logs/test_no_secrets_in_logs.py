@@ -1,10 +1,10 @@
-"""No token secret, no uploaded content (raw, base64 or hex) and no content digest in any log of the run.
+"""No token secret, no uploaded content (raw, base64 or hex) and no content digest in the logs of a live
+server driven through every path that handles secrets or content.
 
-Runs after every other test of the run (``conftest.py`` moves it there). It first drives a live ``blobstore
-serve`` through every path that handles secrets or content -- uploads of each kind, MCP base64 chunks and
-reads, refused and revoked tokens, failed checksums -- then greps that server's output and audit log, the
-in-process log of the whole run, every log file the other tests registered or left under the run's temporary
-directory. Responses given to tenant A are checked too: they never carry tenant B's content digest.
+It drives a live ``blobstore serve`` through uploads of each kind, MCP base64 chunks and reads, refused and
+revoked tokens and failed checksums, then greps that server's output, its audit log and this process's
+in-process log. Responses given to tenant A are checked too: they never carry tenant B's content digest. The
+logs every other test left are swept at the end of the run (``tests/fixtures/log_sweep.py``).
 """
 
 from __future__ import annotations
@@ -127,10 +127,7 @@ async def drive(url: str, a_token: str, b_token: str, revoked: str) -> list[str]
     return to_a
 
 
-async def test_no_secret_content_or_digest_reaches_any_log(
-    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
-) -> None:
-    assert request.session.items[-1] is request.node, "the log check must run after every other test"
+async def test_no_secret_content_or_digest_reaches_any_log(tmp_path: Path) -> None:
     env = clean_env(tmp_path, BLOBSTORE_MIN_CHUNK_SIZE="1024", BLOBSTORE_LOG_LEVEL="info")
     a_token = create_token(env, "zz-a")["token"]
     b_token = create_token(env, "zz-b")["token"]
@@ -147,21 +144,14 @@ async def test_no_secret_content_or_digest_reaches_any_log(
     b_digest = next(hashlib.sha256(p).hexdigest() for p in payloads if p.startswith(b"zz-tenant-b"))
     assert not [text for text in to_a if b_digest in text]
 
-    files = {p for pattern in ("*.log", "*.jsonl") for p in tmp_path_factory.getbasetemp().rglob(pattern)}
-    files |= set(leaks.registered_logs())
-    if leaks.inprocess_log is not None:
-        files.add(leaks.inprocess_log)
-    readable = sorted(p for p in files if p.is_file())
-    assert server.log in readable
-    assert tmp_path / "audit.jsonl" in readable
+    logs = leaks.known_logs(tmp_path)
+    assert server.log in logs
+    assert tmp_path / "audit.jsonl" in logs
+    assert leaks.inprocess_log in logs
     audit = (tmp_path / "audit.jsonl").read_text()
     assert '"action":"upload"' in audit
     assert '"action":"read"' in audit
     assert '"action":"authenticate"' in audit
-    secrets = leaks.registered_secrets()
-    assert len(secrets) >= 3
+    assert len(leaks.registered_secrets()) >= 3
     assert len(payloads) >= 5
-    found = {
-        str(path): leaks.find_leaks(path.read_text(errors="replace"), secrets, payloads) for path in readable
-    }
-    assert {path: what for path, what in found.items() if what} == {}
+    assert leaks.sweep(logs) == {}

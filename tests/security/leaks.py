@@ -1,9 +1,10 @@
 """What must never appear in a log, collected while the tests run, and the search for it.
 
 Tests register every token secret they mint and every payload they upload; servers they start write their
-stderr and audit log to files registered here. ``tests/logs`` (after every other test) greps all of it, plus
-the in-process log of the whole run, for the secrets, for the payloads (raw marker, base64 at every
-alignment, SHA-256) and for anything shaped like a token.
+stderr and audit log to files registered here. At the end of the run every test process sweeps all of it,
+every ``*.log`` and ``*.jsonl`` under its temporary directory and its in-process log for the secrets, the
+payloads (raw marker, base64 at every alignment, SHA-256) and anything shaped like a token
+(``tests/fixtures/log_sweep.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ _secrets: set[str] = set()
 _payloads: list[bytes] = []
 _log_files: set[Path] = set()
 inprocess_log: Path | None = None
-"""The file the whole run's logging records go to (set by ``tests/logs/conftest.py``)."""
+"""The file this process's logging records go to (set by ``tests/fixtures/log_sweep.py``)."""
 
 
 def register_secret(token: str) -> None:
@@ -82,13 +83,36 @@ def payload_needles(data: bytes) -> list[Needle]:
     return needles
 
 
-def find_leaks(text: str, secrets: frozenset[str], payloads: list[bytes]) -> list[str]:
+def needles(secrets: frozenset[str], payloads: list[bytes]) -> list[Needle]:
+    return [n for secret in secrets for n in secret_needles(secret)] + [
+        n for data in payloads for n in payload_needles(data)
+    ]
+
+
+def find_needles(text: str, looked_for: list[Needle]) -> list[str]:
     """Descriptions of everything forbidden found in ``text`` (never the found text itself)."""
-    found: list[str] = []
-    if TOKEN_SHAPE.search(text):
-        found.append("something shaped like a bearer token")
-    for secret in secrets:
-        found += [n.what for n in secret_needles(secret) if n.text in text]
-    for data in payloads:
-        found += [n.what for n in payload_needles(data) if n.text in text]
-    return found
+    found = ["something shaped like a bearer token"] if TOKEN_SHAPE.search(text) else []
+    return found + [n.what for n in looked_for if n.text in text]
+
+
+def find_leaks(text: str, secrets: frozenset[str], payloads: list[bytes]) -> list[str]:
+    return find_needles(text, needles(secrets, payloads))
+
+
+def known_logs(root: Path | None) -> list[Path]:
+    """Every log this process knows of: the registered ones, its in-process log, and every ``*.log`` and
+    ``*.jsonl`` under ``root`` (its temporary directory)."""
+    files = set(_log_files)
+    if root is not None:
+        files |= {path for pattern in ("*.log", "*.jsonl") for path in root.rglob(pattern)}
+    if inprocess_log is not None:
+        files.add(inprocess_log)
+    return sorted(path for path in files if path.is_file())
+
+
+def sweep(files: list[Path]) -> dict[str, list[str]]:
+    """What of the registered secrets and payloads each of ``files`` holds: path -> descriptions, only the
+    files where something was found."""
+    looked_for = needles(registered_secrets(), registered_payloads())
+    found = {str(path): find_needles(path.read_text(errors="replace"), looked_for) for path in files}
+    return {path: what for path, what in found.items() if what}
