@@ -3,16 +3,11 @@ little and leaves a run of part of the suite alone: checked on a small project, 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.fixtures.commands import run_command
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.fixtures.commands import run_pytest
 
 INI = """\
 [pytest]
@@ -43,13 +38,6 @@ def project(tmp_path: Path) -> Path:
     (tmp_path / "checks").mkdir()
     (tmp_path / "checks" / "test_half.py").write_text(CHECK)
     return tmp_path
-
-
-def run_pytest(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(project), str(ROOT)])}
-    return run_command(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], env=env, cwd=project
-    )
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "two-workers"])

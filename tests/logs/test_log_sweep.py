@@ -5,18 +5,13 @@ subprocess, alone and with two ``pytest-xdist`` workers (each sweeps its own log
 from __future__ import annotations
 
 import base64
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.fixtures.commands import run_command
+from tests.fixtures.commands import run_pytest
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-
-INI = "[pytest]\ntestpaths = checks\naddopts = -p tests.fixtures.log_sweep\n"
+INI = "[pytest]\ntestpaths = checks\naddopts = -p tests.fixtures.log_sweep -p no:cov\n"
 SECRET = "bst_" + "A" * 16 + "_" + "S3cr3tS3cr3tS3cr3tS3cr3tS3cr3tS3cr3tS3cr3tX"
 CHECKS = f'''\
 import base64
@@ -60,15 +55,6 @@ def project(root: Path, checks: str) -> Path:
     (root / "checks").mkdir()
     (root / "checks" / "test_planted.py").write_text(checks)
     return root
-
-
-def run_pytest(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(project), str(ROOT)])}
-    return run_command(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:cov", *args],
-        env=env,
-        cwd=project,
-    )
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "two-workers"])
