@@ -56,7 +56,7 @@ from blobstore.storage.integrity import block_length, read_verified, read_verifi
 from blobstore.storage.io_errors import mapped_os_errors, without_path
 from blobstore.storage.join_ahead import JoinAheadTable
 from blobstore.storage.keys import BLOB_DIR, is_generation_key, validate_key, validate_staging_ref
-from blobstore.storage.local_files import TEMP_SUFFIX, LocalFiles, TempFile, mtime, write_all
+from blobstore.storage.local_files import TEMP_SUFFIX, LocalFiles, TempFile, mtime
 from blobstore.storage.local_inplace import (
     InPlaceChunkSink,
     InPlaceCommitSink,
@@ -442,7 +442,7 @@ async def _opening(sink: InPlaceChunkSink | InPlaceCommitSink, step: Callable[[]
 
 def _write_hashed(temp: TempFile, data: bytearray, hasher: HashingWriter | ChunkHasher) -> None:
     hasher.update(data)
-    write_all(temp.fileno(), data)
+    temp.append(data)
 
 
 def _append_chunk(
@@ -462,7 +462,7 @@ def _append_chunk(
                 piece = view[:length]
                 writer.update(piece)
                 check.update(piece)
-                write_all(temp.fileno(), piece)
+                temp.append(piece)
     finally:
         os.close(fd)
     check_staged(receipt, check.size, check.xxh3())
@@ -512,7 +512,7 @@ class _TempSink:
         digest = writer.finish(expected_sha256=claimed_sha256)
         if present is not None and present(digest):
             return blob_info(NOT_KEPT, digest)
-        write_all(self._file().fileno(), data)
+        self._file().append(data)
         return blob_info(self._publish(digest.sha256), digest)
 
     def _publish(self, sha256: str) -> str:

@@ -23,6 +23,7 @@ from blobstore.errors import Conflict, StorageUnavailable
 from blobstore.storage.dir_sync import DirectorySync
 from blobstore.storage.io_errors import mapped_os_errors
 from blobstore.storage.keys import BLOB_DIR, generation_key, random_suffix
+from blobstore.storage.writeback import Writeback
 
 T = TypeVar("T")
 
@@ -89,11 +90,18 @@ class TempFile:
             os.close(fd)
         self.fd: int | None = fd
         self.removed = False
+        self._writeback = Writeback(fd)
 
     def fileno(self) -> int:
         if self.fd is None:
             raise StorageUnavailable()
         return self.fd
+
+    def append(self, data: bytes | bytearray | memoryview) -> None:
+        """Write ``data`` at the end, its pages' writeback started every few MiB (the publish's fsync then
+        has little left to write: :mod:`blobstore.storage.writeback`)."""
+        write_all(self.fileno(), data)
+        self._writeback.wrote(len(data))
 
     def close(self) -> None:
         if self.fd is not None:
