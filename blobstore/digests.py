@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import xxhash
@@ -20,6 +22,7 @@ from blobstore.errors import (
     SizeMismatch,
     TooLarge,
 )
+from blobstore.hash_threads import hashed_alongside
 
 DEFAULT_BLOCK_SIZE = 1024 * 1024
 """Bytes covered by one XXH3-128 integrity checksum (a *block*; upload chunks are a separate unit)."""
@@ -115,7 +118,23 @@ class HashingWriter:
         view = memoryview(data).cast("B")
         self.check_size(self.size + len(view))
         self._sha.update(view)
+        self._update_blocks(view)
         self.size += len(view)
+
+    @contextmanager
+    def updating(self, data: bytes | bytearray | memoryview) -> Iterator[None]:
+        """:meth:`update` with ``data`` while the ``with`` block runs (it may write the same bytes).
+
+        The size limits are checked first, so a refused piece is neither hashed nor seen by the block.
+        """
+        view = memoryview(data).cast("B")
+        self.check_size(self.size + len(view))
+        with hashed_alongside(self._sha, view):
+            self._update_blocks(view)
+            self.size += len(view)
+            yield
+
+    def _update_blocks(self, view: memoryview) -> None:
         while view:
             take = min(len(view), self.block_size - self._block_fill)
             self._block.update(view[:take])
@@ -185,6 +204,16 @@ class ChunkHasher:
         self._sha.update(data)
         self._xxh.update(data)
         self.size = size
+
+    @contextmanager
+    def updating(self, data: bytes | bytearray | memoryview) -> Iterator[None]:
+        """:meth:`update` with ``data`` while the ``with`` block runs (it may write the same bytes)."""
+        size = self.size + len(data)
+        self.check_size(size)
+        with hashed_alongside(self._sha, data):
+            self._xxh.update(data)
+            self.size = size
+            yield
 
     def finish(self, *, expected_sha256: str | None = None, expected_xxh3: str | None = None) -> ChunkDigest:
         if self.expected_length is not None and self.size != self.expected_length:

@@ -17,6 +17,7 @@ The size cap is a backstop for every endpoint (each endpoint has its own, smalle
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 import time
@@ -122,6 +123,7 @@ class BodyGuard:
         complete = False
         refused = False
         rate = MinimumRate(self.min_rate, self.window)
+        watch = _Watch()
 
         async def guarded() -> Message:
             nonlocal received, complete, refused
@@ -129,10 +131,17 @@ class BodyGuard:
                 return await receive()
             allowance = rate.allowance()
             started = time.monotonic()
-            with anyio.move_on_after(min(self.timeout, allowance)) as timer:
+            watch.arm(min(self.timeout, allowance))
+            try:
                 message = await receive()
+            except asyncio.CancelledError:
+                if not watch.expired():
+                    raise
+                message = None
+            finally:
+                watch.disarm()
             rate.waited += time.monotonic() - started
-            if timer.cancelled_caught:
+            if message is None:
                 refused = True
                 if allowance < self.timeout:
                     raise RequestTimeout(
@@ -155,7 +164,10 @@ class BodyGuard:
             return message
 
         if declared == 0 or (declared is None and not _chunked(scope)):
-            await self.app(scope, guarded, send)
+            try:
+                await self.app(scope, guarded, send)
+            finally:
+                watch.close()
             return
 
         async def answering(message: Message) -> None:
@@ -174,7 +186,75 @@ class BodyGuard:
                     message = {**message, "headers": [*message.get("headers", ()), (b"connection", b"close")]}
             await send(message)
 
-        await self.app(scope, guarded, answering)
+        try:
+            await self.app(scope, guarded, answering)
+        finally:
+            watch.close()
+
+
+class _Watch:
+    """The stall timer of one request body: one timer handle, moved only when it fires.
+
+    A cancel scope per ``receive`` cost a timer handle scheduled and cancelled for every message (thousands
+    for one large body, most of them already waiting in the server's buffer). Here each wait only records its
+    deadline; the handle, once scheduled, fires at its time, and then either cancels the task still waiting
+    past its deadline or moves itself to the current wait's deadline. The deadlines are those of the cancel
+    scope, to the loop's clock.
+    """
+
+    __slots__ = ("_deadline", "_expired", "_handle", "_loop", "_task")
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[object] | None = None
+        self._deadline = math.inf
+        self._expired = False
+
+    def arm(self, seconds: float) -> None:
+        """The current task waits from now for at most ``seconds``."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        self._deadline = deadline = loop.time() + seconds
+        handle = self._handle
+        if handle is not None and handle.when() > deadline:
+            handle.cancel()  # a deadline earlier than the handle's (the rate's allowance shrank)
+            handle = None
+        if handle is None and deadline != math.inf:
+            self._handle = loop.call_at(deadline, self._fire)
+
+    def disarm(self) -> None:
+        self._task = None
+
+    def expired(self) -> bool:
+        """True once, for the cancellation this watch caused (the task's count of requests is restored)."""
+        if not self._expired:
+            return False
+        self._expired = False
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        return True
+
+    def _fire(self) -> None:
+        self._handle = None
+        task = self._task
+        if task is None:
+            return  # not waiting: the next wait schedules the handle again
+        assert self._loop is not None
+        if self._loop.time() < self._deadline:
+            self._handle = self._loop.call_at(self._deadline, self._fire)
+            return
+        self._expired = True
+        self._task = None
+        task.cancel()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
 
 
 def _chunked(scope: Scope) -> bool:

@@ -441,8 +441,8 @@ async def _opening(sink: InPlaceChunkSink | InPlaceCommitSink, step: Callable[[]
 
 
 def _write_hashed(temp: TempFile, data: bytearray, hasher: HashingWriter | ChunkHasher) -> None:
-    hasher.update(data)
-    temp.append(data)
+    with hasher.updating(data):  # SHA-256 on a hashing thread while the bytes are written
+        temp.append(data)
 
 
 def _append_chunk(
@@ -460,9 +460,9 @@ def _append_chunk(
         with open(fd, "rb", buffering=0, closefd=False) as source:
             while length := source.readinto(view):
                 piece = view[:length]
-                writer.update(piece)
-                check.update(piece)
-                temp.append(piece)
+                with writer.updating(piece):
+                    check.update(piece)
+                    temp.append(piece)
     finally:
         os.close(fd)
     check_staged(receipt, check.size, check.xxh3())

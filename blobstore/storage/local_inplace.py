@@ -356,14 +356,15 @@ class InPlaceChunkSink:
         await self._run(self._write, data, hasher)
 
     def _write(self, data: bytearray, hasher: ChunkHasher) -> None:
-        hasher.update(data)  # refuses a chunk longer than it may be before anything is written
-        if self._existing is not None:
-            return
-        if self._written + len(data) > self._chunk_size:
-            raise ChunkSizeInvalid()
-        assert self._data is not None
-        pwrite_all(self._data, data, self.index * self._chunk_size + self._written)
-        self._written += len(data)
+        # `updating` refuses a chunk longer than it may be before anything is hashed or written.
+        with hasher.updating(data):  # SHA-256 on a hashing thread while the bytes are written
+            if self._existing is not None:
+                return
+            if self._written + len(data) > self._chunk_size:
+                raise ChunkSizeInvalid()
+            assert self._data is not None
+            pwrite_all(self._data, data, self.index * self._chunk_size + self._written)
+            self._written += len(data)
 
     async def keep(self, receipt: ChunkReceipt) -> ChunkReceipt:
         if self._existing is not None:

@@ -4,6 +4,7 @@ rate cuts a trickle and spares a steady stream (real sockets: ``test_trickle.py`
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from collections.abc import AsyncIterator
@@ -19,6 +20,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from blobstore.api import create_app
 from blobstore.api.guard import BodyGuard, MinimumRate
+from blobstore.errors import RequestTimeout
 from blobstore.models import Caller
 from blobstore.runtime import open_service
 from blobstore.service import ArtifactService
@@ -134,6 +136,94 @@ async def test_after_a_complete_body_receive_is_no_longer_timed() -> None:
 
     await BodyGuard(app, timeout=TIMEOUT, max_body=100)(http_scope("POST", "/x"), receive, send)
     assert seen == ["http.request", "http.disconnect"]
+
+
+async def body_through_guard(
+    gaps: list[float], *, stall: bool = False, after: float = 0
+) -> tuple[list[bytes], BaseException | None, int]:
+    """Drive a bare app through the guard: one body piece after each gap (seconds), then the end of the body
+    or, with ``stall``, nothing. What the app read, the error it met, and the task's pending cancellations
+    once the app had slept ``after`` seconds more."""
+    read: list[bytes] = []
+    met: list[BaseException] = []
+    pending: list[int] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            while True:
+                message = await receive()
+                read.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    break
+        except RequestTimeout as exc:
+            met.append(exc)
+        await anyio.sleep(after)  # a timeout must not leave a cancellation behind for what follows
+        task = asyncio.current_task()
+        assert task is not None
+        pending.append(task.cancelling())
+
+    pieces = iter(gaps)
+
+    async def receive() -> Message:
+        gap = next(pieces, None)
+        if gap is None:
+            if stall:
+                await anyio.sleep_forever()
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await anyio.sleep(gap)  # the behaviour under test: the client's pace
+        return {"type": "http.request", "body": b"x", "more_body": True}
+
+    async def send(message: Message) -> None:
+        pass
+
+    guard = BodyGuard(app, timeout=TIMEOUT, max_body=10**6)
+    with anyio.fail_after(30):  # a guard against hanging the suite, not a measurement
+        await guard(http_scope("POST", "/x", headers=[(b"content-length", b"1000")]), receive, send)
+    return read, (met[0] if met else None), pending[0]
+
+
+async def test_pieces_each_within_the_timeout_are_never_cut_however_long_the_body_takes() -> None:
+    # Seven waits of 0.6 of the timeout: the body takes four timeouts in all, every wait within its own.
+    read, met, pending = await body_through_guard([TIMEOUT * 0.6] * 7)
+    assert met is None
+    assert read == [b"x"] * 7 + [b""]
+    assert pending == 0
+
+
+async def test_a_stall_after_many_quick_pieces_is_cut_at_the_timeout_and_leaves_no_cancellation() -> None:
+    started = anyio.current_time()
+    read, met, pending = await body_through_guard([0] * 200 + [TIMEOUT * 0.5] * 3, stall=True, after=0.05)
+    waited = anyio.current_time() - started
+    assert isinstance(met, RequestTimeout)
+    assert read == [b"x"] * 203
+    assert pending == 0  # the app went on sleeping after the timeout: nothing cancelled it again
+    assert waited >= TIMEOUT * 1.5 + TIMEOUT
+
+
+async def test_a_cancellation_from_outside_stays_a_cancellation_not_a_timeout() -> None:
+    met: list[BaseException] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            while True:
+                await receive()
+        except BaseException as exc:
+            met.append(exc)
+            raise
+
+    async def receive() -> Message:
+        await anyio.sleep(TIMEOUT / 4)
+        return {"type": "http.request", "body": b"x", "more_body": True}
+
+    async def send(message: Message) -> None:
+        pass
+
+    guard = BodyGuard(app, timeout=TIMEOUT, max_body=10**6)
+    with anyio.move_on_after(TIMEOUT * 2) as outer:
+        await guard(http_scope("POST", "/x", headers=[(b"content-length", b"1000")]), receive, send)
+    assert outer.cancelled_caught
+    assert len(met) == 1
+    assert not isinstance(met[0], RequestTimeout)
 
 
 # -- the minimum rate, sans I/O: ``waited`` is the time spent waiting for the client ------------------------
