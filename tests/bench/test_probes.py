@@ -1,4 +1,4 @@
-"""The two probes behind docs/performance.md's reading of this machine run as documented and report what
+"""The probes behind docs/performance.md's reading of this machine run as documented and report what
 they measured (no speed is asserted)."""
 
 from __future__ import annotations
@@ -27,6 +27,21 @@ def test_inprocess_reads_reports_the_cpu_of_each_round_and_their_median() -> Non
     assert found is not None, out
     first, second, median = (float(value) for value in found.groups())
     assert 0 < min(first, second) <= median <= max(first, second)
+
+
+def test_inprocess_uploads_reports_each_upload_and_their_medians(tmp_path: Path) -> None:
+    out = run("bench/inprocess_uploads.py", "--uploads", "2", "--size-mib", "3", "--data-dir", str(tmp_path))
+    lines = out.splitlines()
+    assert len(lines) == 3, out
+    seconds = r"wall ([0-9.]+) s, event-loop thread ([0-9.]+) s, process ([0-9.]+) s"
+    for line in lines[:2]:
+        found = re.fullmatch(f"upload of 3 MiB: {seconds}", line)
+        assert found is not None, line
+        wall, thread, process = (float(value) for value in found.groups())
+        assert 0 < thread <= process
+        assert wall > 0
+    assert re.fullmatch(f"median: {seconds}", lines[2]), lines[2]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_first_write_reports_both_writes_and_leaves_no_file(tmp_path: Path) -> None:
@@ -59,8 +74,9 @@ def test_media_length_reports_what_each_file_claims_and_measures() -> None:
     [
         (["bench/inprocess_reads.py", "--requests", "0"], "--requests and --rounds must be at least 1"),
         (["bench/first_write.py", "--mib", "12"], "--mib must be a positive multiple of 8"),
+        (["bench/inprocess_uploads.py", "--uploads", "0"], "--uploads and --size-mib must be at least 1"),
     ],
-    ids=["inprocess-reads-empty-round", "first-write-partial-piece"],
+    ids=["inprocess-reads-empty-round", "first-write-partial-piece", "inprocess-uploads-none"],
 )
 def test_a_probe_refuses_what_it_cannot_measure(argv: list[str], message: str) -> None:
     result = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=60, cwd=ROOT)
