@@ -130,7 +130,7 @@ async def test_a_link_names_its_minting_token_and_stops_working_once_it_is_revok
         link = await make_link(browser, artifact_id, "1d")
     query = query_of(link)
     assert query["by"] == reader.token_id
-    # The secret is split by length: its alphabet has `_` in it, so the text after the last `_` can be one letter.
+    # Split by length: the secret's alphabet has `_`, so the text after the last `_` can be one letter.
     parts = split_token(reader.token)
     assert parts is not None
     assert parts[1] not in link
