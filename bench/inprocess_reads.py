@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import logging
 import os
 import random
 import statistics
@@ -29,6 +28,7 @@ from typing import Any, TextIO
 
 import httpx
 import uvloop
+from inprocess_app import http_scope, quiet_app
 
 RANGE = 64 * 1024
 PAYLOAD = 64 * 1024 * 1024
@@ -36,40 +36,12 @@ WARM_UP = 500
 
 
 def range_scope(artifact_id: str, offset: int) -> dict[str, Any]:
-    path = f"/v1/artifacts/{artifact_id}/content"
-    headers = [
-        (b"host", b"127.0.0.1"),
-        (b"user-agent", b"bench"),
-        (b"range", f"bytes={offset}-{offset + RANGE - 1}".encode()),
-    ]
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": headers,
-        "client": ("127.0.0.1", 40000),
-        "server": ("127.0.0.1", 8000),
-        "state": {},
-    }
+    headers = [(b"user-agent", b"bench"), (b"range", f"bytes={offset}-{offset + RANGE - 1}".encode())]
+    return http_scope("GET", f"/v1/artifacts/{artifact_id}/content", b"", headers)
 
 
 async def measure(data_dir: Path, requests: int, rounds: int, quiet: TextIO) -> list[float]:
-    os.environ["BLOBSTORE_DATA_DIR"] = str(data_dir)
-    os.environ.setdefault("BLOBSTORE_LOG_LEVEL", "warning")
-    from blobstore.asgi import app_from_env
-
-    app = app_from_env()
-    # Access lines are written as a server writes them, to a stream nobody reads (the suite sends the
-    # server's standard error to /dev/null too).
-    for handler in logging.getLogger("blobstore.access").handlers:
-        if isinstance(handler, logging.StreamHandler):
-            handler.setStream(quiet)
+    app = quiet_app(data_dir, quiet)
     statuses: list[int] = []
 
     async def receive() -> dict[str, Any]:
@@ -92,7 +64,7 @@ async def measure(data_dir: Path, requests: int, rounds: int, quiet: TextIO) -> 
         slots = (PAYLOAD - RANGE) // 4096
 
         async def one() -> None:
-            await app(range_scope(artifact_id, rng.randrange(slots) * 4096), receive, send)  # type: ignore[arg-type]
+            await app(range_scope(artifact_id, rng.randrange(slots) * 4096), receive, send)
 
         for _ in range(WARM_UP):
             await one()

@@ -19,7 +19,6 @@ import argparse
 import contextlib
 import hashlib
 import json
-import logging
 import os
 import statistics
 import sys
@@ -29,32 +28,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import uvloop
+from inprocess_app import http_scope, quiet_app
 
 MiB = 1024 * 1024
 PIECE = 128 * 1024
 
 
 def upload_scope(size: int) -> dict[str, Any]:
-    path = "/v1/artifacts"
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"name=payload.bin",
-        "root_path": "",
-        "headers": [
-            (b"host", b"127.0.0.1"),
-            (b"content-type", b"application/octet-stream"),
-            (b"content-length", str(size).encode()),
-        ],
-        "client": ("127.0.0.1", 40000),
-        "server": ("127.0.0.1", 8000),
-        "state": {},
-    }
+    headers = [(b"content-type", b"application/octet-stream"), (b"content-length", str(size).encode())]
+    return http_scope("POST", "/v1/artifacts", b"name=payload.bin", headers)
 
 
 async def one_upload(app: Any, size: int, pieces: list[bytes]) -> tuple[float, float, float]:
@@ -90,14 +72,7 @@ async def one_upload(app: Any, size: int, pieces: list[bytes]) -> tuple[float, f
 
 
 async def measure(data_dir: Path, uploads: int, size: int, quiet: TextIO) -> list[tuple[float, float, float]]:
-    os.environ["BLOBSTORE_DATA_DIR"] = str(data_dir)
-    os.environ.setdefault("BLOBSTORE_LOG_LEVEL", "warning")
-    from blobstore.asgi import app_from_env
-
-    app = app_from_env()
-    for handler in logging.getLogger("blobstore.access").handlers:
-        if isinstance(handler, logging.StreamHandler):
-            handler.setStream(quiet)
+    app = quiet_app(data_dir, quiet)
     pieces = [os.urandom(PIECE) for _ in range(16)]
     async with contextlib.AsyncExitStack() as stack:
         await stack.enter_async_context(app.router.lifespan_context(app))
