@@ -59,6 +59,11 @@ def chunked_completion_killed_midway(root: Path, path: Path, sha256: str) -> Ite
     restarted: Server | None = None
     try:
         upload_id = begin_chunked(server.url, path, sha256)
+        # The process that accepted the chunks joined them while they arrived (in its memory: join_ahead), so
+        # its completion could have nothing left to hash and end before it is seen. A new process completes
+        # from the first byte, which takes a moment for 128 MiB: the kill lands inside it.
+        stop_server(server)
+        server = start_server(root, env=ENV)
         with ThreadPoolExecutor(max_workers=1) as pool:
             pending = pool.submit(
                 httpx.post, f"{server.url}/v1/uploads/{upload_id}/complete", json={}, timeout=REQUEST_TIMEOUT
