@@ -1,0 +1,99 @@
+"""``blobstore serve`` stopped (SIGTERM) just after a burst of small uploads: it exits well within its grace
+period, every request it was still serving ends before the store closes (none fails on a closed store), and
+after a restart every upload it acknowledged is there with its bytes.
+
+The burst comes from ``wrk`` (16 connections, a new 1 KiB body each request), with two I/O threads in the
+store, so that when ``wrk`` hangs up the server still holds a queue of uploads it took: the stop lands
+among them. Before the fix, a request that reached a worker thread after the server's main task had ended
+left that thread waiting for a task the stopped event loop would never finish, and the process never
+exited.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.fixtures.server import serving, start_server, stop_process
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+ROUNDS = 3
+GRACE_SECONDS = 5
+ENV = {
+    "BLOBSTORE_LOG_LEVEL": "warning",
+    "BLOBSTORE_IO_THREADS": "2",
+    "BLOBSTORE_SHUTDOWN_GRACE_SECONDS": str(GRACE_SECONDS),
+}
+EXIT_WITHIN_SECONDS = GRACE_SECONDS + 15.0
+"""The grace, then the ends of the requests it cancels and the store's close: seconds on a loaded machine."""
+
+UPLOADS_LUA = """
+local counter = 0
+local out = io.open("%(acknowledged)s", "a")
+local base = string.rep("x", 1000)
+request = function()
+  counter = counter + 1
+  local body = string.format("%%08d-%%012d-", %(seed)d, counter) .. base
+  return wrk.format("POST", "/v1/artifacts?name=stop-" .. counter .. ".bin", {}, body)
+end
+response = function(status, headers, body)
+  if status == 201 then
+    out:write(body:match('"id":"([^"]+)"') .. " " .. body:match('"sha256":"(%%x+)"') .. "\\n")
+    out:flush()
+  end
+end
+"""
+
+
+def burst(url: str, acknowledged: Path, seed: int, tmp: Path) -> None:
+    """Two seconds of ``wrk -c16`` uploads to ``url``; the id and SHA-256 of each one answered 201 are
+    appended to ``acknowledged``."""
+    script = tmp / "uploads.lua"
+    script.write_text(UPLOADS_LUA % {"acknowledged": acknowledged, "seed": seed})
+    command = ["wrk", "-t1", "-c16", "-d2s", "-s", str(script), str(url)]
+    subprocess.run(command, check=True, capture_output=True, timeout=60)
+
+
+def stopped_within(process: subprocess.Popen[bytes], seconds: float) -> float | None:
+    """SIGTERM to ``process``; the seconds until it exited, or None when it was still running at ``seconds``
+    (it is then killed)."""
+    started = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(seconds)
+    except subprocess.TimeoutExpired:
+        stop_process(process)
+        return None
+    return time.monotonic() - started
+
+
+@pytest.mark.parametrize("round_number", range(ROUNDS))
+def test_a_busy_server_stops_within_its_grace_and_keeps_what_it_acknowledged(
+    tmp_path: Path, round_number: int
+) -> None:
+    server = start_server(tmp_path, env=ENV)
+    acknowledged = tmp_path / "acknowledged.txt"
+    burst(server.url, acknowledged, round_number, tmp_path)
+    took = stopped_within(server.process, EXIT_WITHIN_SECONDS)
+
+    log = server.log_text()
+    assert took is not None, f"still running {EXIT_WITHIN_SECONDS} s after SIGTERM:\n{log[-3000:]}"
+    assert server.process.returncode == 0, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    answered = dict(line.split() for line in acknowledged.read_text().splitlines())
+    assert len(answered) >= 16, "the burst got too few uploads through to be a test"
+    with (
+        serving(tmp_path, env=ENV, data_dir=server.data_dir) as restarted,
+        httpx.Client(base_url=restarted.url, timeout=60) as client,
+    ):
+        for artifact_id, sha256 in answered.items():
+            response = client.get(f"/v1/artifacts/{artifact_id}/content")
+            assert response.status_code == 200, artifact_id
+            assert hashlib.sha256(response.content).hexdigest() == sha256
