@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     mcp_namespace: str = "default"
     auth_cache_seconds: float = Field(default=2.0, ge=0)
     """How long the answer to "is any token active?" (local mode or not) is reused."""
+    shutdown_grace_seconds: float = Field(default=10.0, ge=0)
+    """On stop (SIGTERM), how long the requests in flight get to end before they are cancelled and the store
+    closes (``blobstore.api.in_flight``)."""
     body_timeout_seconds: float = Field(default=60.0, gt=0)
     """A request body that delivers nothing for this long is abandoned (``request_timeout``)."""
     min_body_rate: int = Field(default=500, ge=0)

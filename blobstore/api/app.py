@@ -12,7 +12,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Protocol
+from typing import Any, Protocol
 
 from fastapi import FastAPI
 from starlette.routing import Route
@@ -23,13 +23,15 @@ from blobstore.api.api_docs import install_docs
 from blobstore.api.console import ConsoleBridge, ConsoleHeaders, install_console
 from blobstore.api.cors import Cors
 from blobstore.api.deps import STATE_KEY, AppState
-from blobstore.api.errors import install_error_handlers
+from blobstore.api.errors import install_error_handlers, problem_response
 from blobstore.api.guard import MULTIPART_ALLOWANCE, BodyGuard, MessageGuard
+from blobstore.api.in_flight import InFlight
 from blobstore.api.observe import Observe
 from blobstore.api.openapi import install_openapi
 from blobstore.api.request_guard import RequestGuard
 from blobstore.api.routes import artifacts, health, metrics, tus, uploads, views
 from blobstore.config import Settings
+from blobstore.errors import StorageUnavailable
 from blobstore.runtime import Runtime, compose, serve
 from blobstore.service import ArtifactService
 
@@ -68,13 +70,29 @@ class BlobstoreAPI(FastAPI):
         self._entry = stack if self.outermost is None else self.outermost(stack)
         return self._entry
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.in_flight = InFlight()
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        entry = self._entry
-        if entry is not None and scope["type"] == "http" and not self.root_path and self._telemetry_off():
-            scope["app"] = self
-            await entry(scope, receive, send)
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
             return
-        await super().__call__(scope, receive, send)
+        in_flight = self.in_flight
+        if in_flight.closed:
+            # The lifespan is closing the store (blobstore.api.in_flight): nothing of it is touched.
+            await _stopping(scope, receive, send)
+            return
+        task = in_flight.enter()
+        try:
+            entry = self._entry
+            if entry is not None and not self.root_path and self._telemetry_off():
+                scope["app"] = self
+                await entry(scope, receive, send)
+            else:
+                await super().__call__(scope, receive, send)
+        finally:
+            in_flight.leave(task)
 
     def _telemetry_off(self) -> bool:
         now = time.monotonic()
@@ -83,6 +101,16 @@ class BlobstoreAPI(FastAPI):
             self._plain = telemetry is None or not telemetry.enabled()
             self._plain_until = now + 1.0
         return self._plain
+
+
+async def _stopping(scope: Scope, receive: Receive, send: Send) -> None:
+    response = problem_response(
+        StorageUnavailable.code,
+        title="the server is stopping",
+        detail="try again: another replica, or this server once it is back",
+        headers={"Retry-After": "1"},
+    )
+    await response(scope, receive, send)
 
 
 def create_app(
@@ -106,6 +134,9 @@ def create_app(
             try:
                 yield
             finally:
+                # The requests in flight end (or are cancelled) before anything they use closes.
+                assert isinstance(app, BlobstoreAPI)
+                await app.in_flight.drain(settings.shutdown_grace_seconds)
                 delattr(app.state, STATE_KEY)
 
     app = BlobstoreAPI(
