@@ -1,18 +1,17 @@
 """The HTTP requests the app is serving, so that its lifespan lets them end before it closes the store.
 
-granian ends a worker by running the app's lifespan shutdown as soon as its own main task returns, with the
-requests it already took still running on the event loop, and it never runs that loop again. Without a
-wait, those requests met a closed store, and a request that had just handed work to an AnyIO worker thread
-left that thread waiting for a task that would never finish: the process hung at exit, holding its port.
+On a stop, granian lets each open connection finish its request, then runs the app's lifespan shutdown
+and never runs the event loop again. A request whose client had already gone (a load generator that hung
+up leaves a queue of them) can still be running in the app then. Without a wait, such requests met a closed
+store, and one that had just handed work to an AnyIO worker thread left that thread waiting for a task that
+would never finish: the process hung at exit, holding its port.
 
 So the lifespan's shutdown first lets the requests in flight end, for up to
-``BLOBSTORE_SHUTDOWN_GRACE_SECONDS``; then it cancels those still running (a transfer that outlasts the
-grace): a request inside one of AnyIO's shielded sections (a commit whose outcome it must learn) is
-cancelled once it has left it, and the drain waits for every cancelled request to end.
-From then on the app answers every new request ``503`` without touching the store, which is about to close.
-Under uvicorn and hypercorn, which wait for their requests before the lifespan shutdown, nothing is left to
-wait for.
-"""
+``BLOBSTORE_SHUTDOWN_GRACE_SECONDS``; then it cancels those still running: a request inside one of AnyIO's
+shielded sections (a commit whose outcome it must learn) is cancelled once it has left it, and the drain
+waits for every cancelled request to end. From then on the app answers every new request ``503`` without
+touching the store, which is about to close. Under uvicorn and hypercorn, which wait for their requests
+before the lifespan shutdown, nothing is left to wait for."""
 
 from __future__ import annotations
 
