@@ -16,7 +16,6 @@ import contextlib
 import json
 import logging
 import re
-import secrets
 import sys
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from blobstore import metrics
+from blobstore.request_ids import RequestIds
 
 access_logger = logging.getLogger("blobstore.access")
 
@@ -36,6 +36,7 @@ _SANE_ID: Final = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _LEVELS: Final = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
 
 _request_id: ContextVar[str | None] = ContextVar("blobstore_request_id", default=None)
+_ids: Final = RequestIds()
 
 _quote: Final[Callable[[str], str]] = json.encoder.encode_basestring_ascii
 """A JSON string literal, as ``json.dumps`` writes it with ``ensure_ascii`` (the C implementation)."""
@@ -53,7 +54,7 @@ def request_id_from(scope: Scope) -> str:
             if _SANE_ID.fullmatch(text):
                 return text
             break
-    return secrets.token_hex(16)
+    return _ids.new()
 
 
 def route_template(scope: Scope, routes: list[BaseRoute]) -> str:
