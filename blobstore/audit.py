@@ -46,6 +46,41 @@ _ENCODE: Final = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
 """One encoder for every line: ``json.dumps`` with options builds a new encoder per call (a few % of a small
 read's CPU), and the line's text depends only on these options."""
 
+_QUOTE: Final = json.encoder.encode_basestring_ascii
+"""A JSON string literal, as :data:`_ENCODE` writes it (``ensure_ascii``, by its own C function)."""
+
+
+def _value(value: object) -> str:
+    """:data:`_ENCODE`'s text of a string, an integer or ``None``; TypeError for anything else."""
+    if type(value) is str:
+        return _QUOTE(value)
+    if value is None:
+        return "null"
+    if type(value) is int:
+        return int.__repr__(value)
+    raise TypeError(type(value).__name__)
+
+
+def _fixed_line(
+    now: str,
+    actor: str,
+    namespace: str | None,
+    action: str,
+    result: str,
+    artifact_id: str | None,
+    size: int | None,
+    mime_type: str | None,
+    duration_ms: int | None,
+) -> str:
+    """:data:`_ENCODE`'s text of the fixed fields alone, byte for byte (its sorted keys, its separators),
+    without its per-call setup: half the cost of a read's audit line."""
+    return (
+        f'{{"action":{_value(action)},"actor":{_value(actor)},"artifact_id":{_value(artifact_id)},'
+        f'"duration_ms":{_value(duration_ms)},"mime_type":{_value(mime_type)},"namespace":{_value(namespace)},'
+        f'"result":{_value(result)},"size":{_value(size)},"time":{_value(now)}}}'
+    )
+
+
 REOPEN_SECONDS: Final = 1.0
 """How long the audit file stays open between lines. Each line is still one ``O_APPEND`` write; a rotated
 file (renamed away) gets at most this long of lines more, then the file at the configured path is opened
@@ -76,8 +111,19 @@ class AuditLog:
         extra: Mapping[str, str | int | float | None] | None = None,
     ) -> None:
         """One line: the fixed fields (``None`` where they do not apply), then ``token_id`` and ``extra``."""
+        now = datetime.now(UTC).isoformat()
+        if token_id is None and not extra:
+            try:
+                line = _fixed_line(
+                    now, actor, namespace, action, result, artifact_id, size, mime_type, duration_ms
+                )
+            except TypeError:
+                pass  # a value the encoder writes by its own rules: the line below
+            else:
+                self._write(line)
+                return
         payload: dict[str, Any] = {
-            "time": datetime.now(UTC).isoformat(),
+            "time": now,
             "actor": actor,
             "namespace": namespace,
             "action": action,
