@@ -6,7 +6,6 @@ import hashlib
 import itertools
 import os
 import threading
-import warnings
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +15,7 @@ from blobstore import hash_threads
 from blobstore.digests import ChunkHasher, HashingWriter, xxh3_hex
 from blobstore.errors import ChunkSizeInvalid, TooLarge
 from blobstore.hash_threads import ALONGSIDE_MIN, hashed_alongside
+from tests.fixtures.processes import in_forked_child
 
 LARGE = ALONGSIDE_MIN * 3 + 17
 
@@ -82,30 +82,15 @@ def test_a_forked_child_makes_its_own_hashing_threads() -> None:
     with hashed_alongside(hashlib.sha256(), bytes(LARGE)):
         pass
     parent = hash_threads._POOL.get()
-    read, write = os.pipe()
-    with warnings.catch_warnings():
-        # Python 3.12+ warns that a fork of a threaded process may deadlock in the child: what granian's
-        # workers do, and the child here runs only the code under test before it exits.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child reports through the pipe
-        try:
-            digest = hashlib.sha256()
-            with hashed_alongside(digest, bytes(LARGE)):
-                pass
-            ok = (
-                hash_threads._POOL.get() is not parent
-                and digest.digest() == hashlib.sha256(bytes(LARGE)).digest()
-            )
-            os.write(write, b"1" if ok else b"0")
-        finally:
-            os._exit(0)
-    os.close(write)
-    try:
-        assert os.read(read, 1) == b"1"
-    finally:
-        os.close(read)
-        os.waitpid(pid, 0)
+
+    def in_child() -> bytes:
+        digest = hashlib.sha256()
+        with hashed_alongside(digest, bytes(LARGE)):
+            pass
+        own = hash_threads._POOL.get() is not parent
+        return b"1" if own and digest.digest() == hashlib.sha256(bytes(LARGE)).digest() else b"0"
+
+    assert in_forked_child(in_child) == b"1"
     assert hash_threads._POOL.get() is parent
 
 

@@ -3,12 +3,11 @@ never repeated, not even by a forked child or by threads taking ids at once."""
 
 from __future__ import annotations
 
-import os
 import re
 import threading
-import warnings
 
 from blobstore.request_ids import PER_READ, RequestIds
+from tests.fixtures.processes import in_forked_child
 
 
 def test_ids_are_32_hex_characters_and_never_repeat_across_many_batches() -> None:
@@ -40,20 +39,7 @@ def test_threads_taking_ids_at_once_never_get_the_same_one() -> None:
 def test_a_forked_child_does_not_repeat_the_ids_its_parent_holds() -> None:
     ids = RequestIds()
     ids.new()  # the parent now holds a batch of ids not yet given out
-    reader, writer = os.pipe()
-    with warnings.catch_warnings():
-        # Python 3.12+ warns about forking a process with threads; the fork is the case under test.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child reports through the pipe
-        try:
-            os.write(writer, "".join(ids.new() for _ in range(10)).encode())
-        finally:
-            os._exit(0)
-    os.close(writer)
-    with os.fdopen(reader, "rb") as pipe:
-        text = pipe.read().decode()
-    os.waitpid(pid, 0)
+    text = in_forked_child(lambda: "".join(ids.new() for _ in range(10)).encode()).decode()
     child = {text[i : i + 32] for i in range(0, len(text), 32)}
     parent = {ids.new() for _ in range(PER_READ)}
     assert len(child) == 10
