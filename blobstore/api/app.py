@@ -8,7 +8,9 @@ Starlette does not run the lifespans of mounted apps.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -34,6 +36,8 @@ from blobstore.config import Settings
 from blobstore.errors import StorageUnavailable
 from blobstore.runtime import Runtime, compose, serve
 from blobstore.service import ArtifactService
+
+logger = logging.getLogger("blobstore.api")
 
 
 class AppExtension(Protocol):
@@ -91,6 +95,14 @@ class BlobstoreAPI(FastAPI):
                 await entry(scope, receive, send)
             else:
                 await super().__call__(scope, receive, send)
+        except asyncio.CancelledError:
+            if not in_flight.cancelled_by_drain(task):
+                raise
+            # The stop's drain cancelled it past the grace. Raised into the server, the cancellation would be
+            # logged as the app's failure, with a traceback; it is the stop's doing, said in one line.
+            logger.warning("stopping: %s %s was cancelled after the grace", scope["method"], scope["path"])
+            if task is not None:
+                task.uncancel()
         finally:
             in_flight.leave(task)
 

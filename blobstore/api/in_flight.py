@@ -31,10 +31,11 @@ SHIELD_POLL_SECONDS: Final = 0.05
 class InFlight:
     """The tasks serving HTTP requests now; :meth:`drain` lets them end, then closes the app to new ones."""
 
-    __slots__ = ("_tasks", "closed")
+    __slots__ = ("_cancelled", "_tasks", "closed")
 
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[object]] = set()
+        self._cancelled: set[asyncio.Task[object]] = set()
         self.closed = False
 
     def enter(self) -> asyncio.Task[object] | None:
@@ -50,6 +51,11 @@ class InFlight:
     def leave(self, task: asyncio.Task[object] | None) -> None:
         if task is not None:
             self._tasks.discard(task)
+            self._cancelled.discard(task)
+
+    def cancelled_by_drain(self, task: asyncio.Task[object] | None) -> bool:
+        """Whether :meth:`drain` cancelled ``task``: the request then ends quietly (see ``BlobstoreAPI``)."""
+        return task in self._cancelled
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -67,7 +73,7 @@ class InFlight:
         logger.warning(
             "stopping: %d request(s) still running after the %g s grace are cancelled", len(late), grace
         )
-        cancelled: set[asyncio.Task[object]] = set()
+        cancelled = self._cancelled
         deadline = time.monotonic() + CANCELLED_WAIT_SECONDS
         while late and (left := deadline - time.monotonic()) > 0:
             for task in late - cancelled:
