@@ -26,11 +26,11 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 from blobstore.errors import from_os_error
+from blobstore.log_times import iso_micros, now_micros
 from blobstore.models import Artifact, Caller
 
 logger = logging.getLogger("blobstore.audit")
@@ -111,7 +111,7 @@ class AuditLog:
         extra: Mapping[str, str | int | float | None] | None = None,
     ) -> None:
         """One line: the fixed fields (``None`` where they do not apply), then ``token_id`` and ``extra``."""
-        now = datetime.now(UTC).isoformat()
+        now = iso_micros(now_micros())
         if token_id is None and not extra:
             try:
                 line = _fixed_line(

@@ -20,13 +20,13 @@ import sys
 import time
 from collections.abc import Callable
 from contextvars import ContextVar, Token
-from datetime import UTC, datetime
 from typing import Any, Final, TextIO
 
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from blobstore import metrics
+from blobstore.log_times import iso_millis, now_micros
 from blobstore.request_ids import RequestIds
 
 access_logger = logging.getLogger("blobstore.access")
@@ -204,7 +204,7 @@ class Observe:
         # The object json.JSONEncoder would write for these fields in this order, byte for byte (strings
         # escaped to ASCII by its own C function, numbers as their repr), without its per-call setup.
         text = (
-            f'{{"ts":"{datetime.now(UTC).isoformat(timespec="milliseconds")}","event":"http_request",'
+            f'{{"ts":"{iso_millis(now_micros())}","event":"http_request",'
             f'"request_id":{_quote(request_id)},"method":{_quote(method)},'
             f'"path":{_quote(scope.get("path", ""))},"route":{_quote(route)},"status":{status:d},'
             f'"duration_ms":{round(elapsed * 1000, 3)!r},"bytes_in":{bytes_in:d},"bytes_out":{bytes_out:d},'
