@@ -41,7 +41,10 @@ class AppState:
 
 
 def app_state(app: Starlette) -> AppState:
-    state = getattr(app.state, STATE_KEY, None)
+    # Starlette's State keeps its attributes in its ``_state`` dict: a getattr of one first fails the usual
+    # lookup, raising inside, at 0.7 µs (twice a range read). Read from the dict while it has that shape.
+    values = getattr(app.state, "_state", None)
+    state = values.get(STATE_KEY) if isinstance(values, dict) else getattr(app.state, STATE_KEY, None)
     if not isinstance(state, AppState):
         raise RuntimeError("the blobstore app is not started: run it under an ASGI server or its lifespan")
     return state

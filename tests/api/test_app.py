@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import httpx
+import pytest
+from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
 from blobstore.api import create_app
+from blobstore.api.deps import STATE_KEY, AppState, app_state
 from blobstore.config import Settings
 from blobstore.runtime import Runtime
 from blobstore.service import ArtifactService
 from tests.api.conftest import Uploader
 from tests.fixtures.asgi import app_client
+from tests.fixtures.settings import make_settings
 
 
 class RecordingExtension:
@@ -123,3 +130,16 @@ async def test_the_openapi_document_names_the_problem_answers_and_the_limits_of_
     assert {"name": "Tus-Resumable", "required": True}.items() <= next(
         p for p in tus_head if p["name"] == "Tus-Resumable"
     ).items()
+
+
+def test_the_apps_state_is_found_with_and_without_starlettes_state_dict(tmp_path: Path) -> None:
+    """``app_state`` reads Starlette's ``State`` dict directly; a ``state`` of another shape, by name."""
+    settings = make_settings(tmp_path)
+    state = AppState(settings=settings, runtime=cast(Runtime, None))
+    app = create_app(settings)
+    setattr(app.state, STATE_KEY, state)
+    assert app_state(app) is state
+    other = SimpleNamespace(state=SimpleNamespace(**{STATE_KEY: state}))
+    assert app_state(cast(Starlette, other)) is state
+    with pytest.raises(RuntimeError, match="not started"):
+        app_state(cast(Starlette, SimpleNamespace(state=SimpleNamespace())))
