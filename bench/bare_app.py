@@ -8,11 +8,16 @@ on that server can reach here. ``BARE_FILE`` names the payload it serves.
   ``pread`` of those bytes on the event loop, answered ``206``.
 - ``GET`` of any other path: ``204`` (the readiness probe).
 - ``PUT`` or ``POST`` anything: the body received and dropped, ``201`` with the byte count.
+
+``BARE_WORK_US`` (default 0) adds that many microseconds of pure Python work, no system call, to each range
+answer, before its ``pread``: ``bench/ceiling.py`` runs it at 100 to show what an app whose own path costs
+that much can reach beside the bare app on the same server and machine.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 Scope = dict[str, Any]
@@ -23,6 +28,7 @@ class BareApp:
         self.path = os.environ["BARE_FILE"]
         self.fd = os.open(self.path, os.O_RDONLY)
         self.size = os.fstat(self.fd).st_size
+        self.work = float(os.environ.get("BARE_WORK_US", "0")) / 1e6
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -62,6 +68,8 @@ class BareApp:
             return
         first, _, last = wanted.decode().removeprefix("bytes=").partition("-")
         start, end = int(first), min(int(last), self.size - 1)
+        if self.work:
+            busy(self.work)
         data = os.pread(self.fd, end - start + 1, start)
         headers = [
             (b"content-length", b"%d" % len(data)),
@@ -69,6 +77,14 @@ class BareApp:
         ]
         await send({"type": "http.response.start", "status": 206, "headers": headers})
         await send({"type": "http.response.body", "body": data})
+
+
+def busy(seconds: float) -> None:
+    """Python bytecode for ``seconds`` of the clock (``perf_counter`` reads the vDSO: no system call, the GIL
+    held throughout)."""
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
 
 
 def app() -> BareApp:

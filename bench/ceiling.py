@@ -5,8 +5,10 @@ same machine, the order of the two rotated run by run:
 
 - ``ranges``: 64 KiB random ranges (``wrk -t1 -c4``) of ours next to ``bench/bare_app.py`` (one ``pread`` on
   granian's event loop, the server and settings ``blobstore serve`` runs with); and the same ``pread`` as one
-  FastAPI route (``bench/bare_fastapi.py``) next to the bare app: what FastAPI's routing costs. Server CPU per
-  request of each in the note.
+  FastAPI route (``bench/bare_fastapi.py``) next to the bare app: what FastAPI's routing costs; and the bare
+  app with 100 µs of Python work added per range (``BARE_WORK_US``), next to the bare app: what an app whose
+  own path costs that much can reach here, to read beside ours' in-process cost
+  (``bench/inprocess_reads.py``). Server CPU per request of each in the note.
 - ``small``: 1 KiB durable uploads, 16 in flight, every body new content, ours (``POST /v1/artifacts``) next
   to ``bench/bare_durable.py`` (temp file, ``fsync``, rename to its SHA-256, directory ``fsync``, one SQLite
   row committed with ``synchronous=FULL``: the store's durable work and nothing else), through two clients:
@@ -84,6 +86,8 @@ LOAD_ORDER = ("uploads", "downloads", "ranges", "small")
 """The order the loads run in (the uploads make the artifact the reads read)."""
 IN_FLIGHT = 16
 RANGE = 64 * KiB
+BUSY_US = 100
+"""The Python work per range of the bare app's yardstick row: about what ours costs in process."""
 
 
 def ranged_read(url: str, offset: int, length: int) -> bytes:
@@ -94,12 +98,16 @@ def ranged_read(url: str, offset: int, length: int) -> bytes:
     ).stdout
 
 
-def bench_ranges(t: Targets, bare: Bare, fastapi: Bare, runs: int, seconds: int, work: Path) -> list[Row]:
-    """64 KiB random ranges under wrk: ours and the FastAPI route, each next to the bare app."""
+def bench_ranges(
+    t: Targets, bare: Bare, fastapi: Bare, busy: Bare, runs: int, seconds: int, work: Path
+) -> list[Row]:
+    """64 KiB random ranges under wrk: ours, the FastAPI route and the bare app with Python work added, each
+    next to the bare app."""
     targets = {
         "ours": (t.content_url, t.ours.pid),
         "bare": (bare.payload_url, bare.pid),
         "fastapi": (fastapi.payload_url, fastapi.pid),
+        "busy": (busy.payload_url, busy.pid),
     }
     for name, (url, _) in targets.items():
         offset = random.randrange((t.payload.size - RANGE) // 4096 + 1) * 4096
@@ -130,7 +138,19 @@ def bench_ranges(t: Targets, bare: Bare, fastapi: Bare, runs: int, seconds: int,
         f"what FastAPI's routing costs; server CPU per request: FastAPI route {ms['fastapi']:.2f} ms, "
         f"bare app {ms['bare']:.2f} ms"
     )
-    return [ours, route]
+    yardstick = Row(
+        f"64 KiB random ranges, the bare app with {BUSY_US} µs of Python per range (no system call)",
+        "req/s",
+        rates["busy"],
+        "bare app",
+        rates["bare"],
+        "informative",
+    )
+    yardstick.note = (
+        f"what an app whose own path costs {BUSY_US} µs reaches here (bench/inprocess_reads.py gives ours); "
+        f"server CPU per request {ms['busy']:.2f} ms"
+    )
+    return [ours, route, yardstick]
 
 
 def files_under(directory: Path) -> int:
@@ -303,7 +323,9 @@ def ceiling_rows(args: argparse.Namespace, only: set[str], work: Path, extra: li
             fastapi = stack.enter_context(
                 granian_factory("bare_fastapi:app", {"BARE_FILE": str(payload.path)})
             )
-            rows += bench_ranges(t, bare, fastapi, args.runs, args.seconds, work)
+            busy_env = {"BARE_FILE": str(payload.path), "BARE_WORK_US": str(BUSY_US)}
+            busy = stack.enter_context(granian_factory("bare_app:app", busy_env))
+            rows += bench_ranges(t, bare, fastapi, busy, args.runs, args.seconds, work)
         if "small" in only:
             root = work / "bare-durable"
             durable = stack.enter_context(granian_factory("bare_durable:app", {"BARE_DIR": str(root)}))

@@ -27,6 +27,7 @@ ROWS = {
     "full download, curl": "nginx",
     "64 KiB random ranges, wrk -t1 -c4": "wrk",
     "64 KiB random ranges, the bare app's pread as one FastAPI route": "wrk",
+    "64 KiB random ranges, the bare app with 100 µs of Python per range (no system call)": "wrk",
     "1 KiB durable uploads, 16 in flight, wrk (Lua: a new body each)": "wrk",
     "1 KiB durable uploads, 16 in flight, httpx": "",
     "peak RSS of `blobstore serve` at start, decoder workers idle": "",
