@@ -4,7 +4,8 @@ Each ``receive`` that should bring body bytes must bring them within ``timeout``
 average at least ``min_rate`` bytes per second over every ``window`` seconds (as Apache ``mod_reqtimeout``
 ``MinRate`` does), or the request fails with ``request_timeout``: the exception surfaces inside whatever is
 reading the body, so the storage layer discards its temp file on the way out and nothing stays held by a
-client that went quiet or trickles. Once the body is complete, ``receive`` is passed through untouched (a
+client that went quiet or trickles. A body is complete with its last message or with its last declared byte
+(``Content-Length``), whichever comes first; from then on ``receive`` is passed through untouched (a
 streaming response waits on it for the disconnect).
 
 The rate is the client's: only the time spent waiting inside ``receive`` counts, so an app that is slow to
@@ -158,6 +159,12 @@ class BodyGuard:
                     refused = True
                     raise TooLarge(f"request body exceeds {self.max_body} bytes", max_size=self.max_body)
                 complete = not message.get("more_body", False)
+                if not complete and received == declared:
+                    # The last declared byte ends the body (RFC 9112, 6.3: Content-Length "defines the
+                    # expected message body length"). granian sends the end as one more, empty message,
+                    # which a stop can drop: the request would wait for it until cancelled.
+                    complete = True
+                    message = {**message, "more_body": False}
                 rate.record(size)
             else:
                 complete = True
