@@ -4,11 +4,13 @@ after a restart every upload it acknowledged is there with its bytes.
 
 The burst comes from ``wrk`` (16 connections, a new 1 KiB body each request; 32 connections and 300 KB
 bodies in the other rounds), with two I/O threads in the store, so that when ``wrk`` hangs up the server
-still holds a queue of uploads it took: the stop lands among them. No request may be left for the drain to
-cancel: one with its whole body in hand once waited for granian's end-of-body message, which a stop can
-drop, until the grace ran out (``tests/api/test_body_end.py``). Before the fix, a request that reached a worker thread after the server's main task had ended
-left that thread waiting for a task the stopped event loop would never finish, and the process never
-exited.
+still holds a queue of uploads it took: the stop lands among them.
+
+- Before the first fix, a request that reached a worker thread after the server's main task had ended left
+  that thread waiting for a task the stopped event loop would never finish, and the process never exited.
+- No request may be left for the drain to cancel: one with its whole body in hand once waited for
+  granian's end-of-body message, which a stop can drop, until the grace ran out
+  (``tests/api/test_body_end.py``).
 """
 
 from __future__ import annotations
