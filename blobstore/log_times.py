@@ -2,7 +2,7 @@
 
 Every request writes an access line and most an audit line, each stamped with the current time. Made by
 ``datetime.now(UTC).isoformat()`` that is about 1.9 µs a line here, a few per cent of a small range read;
-with the whole seconds' text remembered it is the clock's read and one f-string. The text is byte for byte
+with the whole second's text remembered it is the clock's read and one f-string. The text is byte for byte
 ``datetime.isoformat``'s (``tests/test_log_times.py`` checks it with Hypothesis)."""
 
 from __future__ import annotations
