@@ -132,8 +132,8 @@ class BodyGuard:
                 return await receive()
             allowance = rate.allowance()
             started = time.monotonic()
-            watch.arm(min(self.timeout, allowance))
             try:
+                watch.arm(min(self.timeout, allowance))
                 message = await receive()
             except asyncio.CancelledError:
                 if not watch.expired():
@@ -207,13 +207,17 @@ class _Watch:
     deadline; the handle, once scheduled, fires at its time, and then either cancels the task still waiting
     past its deadline or moves itself to the current wait's deadline. The deadlines are those of the cancel
     scope, to the loop's clock.
+
+    The handle's time is kept here, not read back with ``when()``: uvloop turns a ``call_at`` due in under
+    half a millisecond into a plain callback handle, which has none.
     """
 
-    __slots__ = ("_deadline", "_expired", "_handle", "_loop", "_task")
+    __slots__ = ("_deadline", "_expired", "_handle", "_loop", "_task", "_when")
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._handle: asyncio.TimerHandle | None = None
+        self._handle: asyncio.Handle | None = None
+        self._when = math.inf
         self._task: asyncio.Task[object] | None = None
         self._deadline = math.inf
         self._expired = False
@@ -226,11 +230,16 @@ class _Watch:
         self._task = asyncio.current_task()
         self._deadline = deadline = loop.time() + seconds
         handle = self._handle
-        if handle is not None and handle.when() > deadline:
+        if handle is not None and self._when > deadline:
             handle.cancel()  # a deadline earlier than the handle's (the rate's allowance shrank)
             handle = None
         if handle is None and deadline != math.inf:
-            self._handle = loop.call_at(deadline, self._fire)
+            self._schedule(deadline)
+
+    def _schedule(self, deadline: float) -> None:
+        assert self._loop is not None
+        self._when = deadline
+        self._handle = self._loop.call_at(deadline, self._fire)
 
     def disarm(self) -> None:
         self._task = None
@@ -252,7 +261,7 @@ class _Watch:
             return  # not waiting: the next wait schedules the handle again
         assert self._loop is not None
         if self._loop.time() < self._deadline:
-            self._handle = self._loop.call_at(self._deadline, self._fire)
+            self._schedule(self._deadline)
             return
         self._expired = True
         self._task = None

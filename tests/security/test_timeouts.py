@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
+import uvloop
 from fastapi import FastAPI
 from hypothesis import given
 from hypothesis import strategies as st
@@ -224,6 +225,55 @@ async def test_a_cancellation_from_outside_stays_a_cancellation_not_a_timeout() 
     assert outer.cancelled_caught
     assert len(met) == 1
     assert not isinstance(met[0], RequestTimeout)
+
+
+LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+
+
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+def test_a_deadline_under_a_millisecond_is_kept_on_every_event_loop(loop: str) -> None:
+    """uvloop schedules a callback due in under half a millisecond as a plain handle, with no ``when()``:
+    a stall timeout that short, the rate's allowance run out, or the timer moving itself to a deadline just
+    ahead. Pieces already waiting are read at once; the first wait past the deadline is cut, and the task is
+    left with no cancellation (``blobstore serve`` runs on uvloop under granian and uvicorn)."""
+    read: list[bytes] = []
+    met: list[BaseException] = []
+    pending: list[int] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            while True:
+                read.append((await receive()).get("body", b""))
+        except RequestTimeout as exc:
+            met.append(exc)
+        await asyncio.sleep(0.01)  # a cut must not leave a cancellation behind for what follows
+        task = asyncio.current_task()
+        assert task is not None
+        pending.append(task.cancelling())
+
+    ready = 5
+
+    async def receive() -> Message:
+        nonlocal ready
+        if ready:
+            ready -= 1  # already in the server's buffer: no wait at all
+            return {"type": "http.request", "body": b"x", "more_body": True}
+        await asyncio.sleep(1)  # the behaviour under test: a wait far past the deadline
+        raise AssertionError("the wait was not cut")
+
+    async def send(message: Message) -> None:
+        pass
+
+    async def main() -> None:
+        guard = BodyGuard(app, timeout=0.0001, max_body=10**6)
+        scope = http_scope("POST", "/x", headers=[(b"content-length", b"1000")])
+        await asyncio.wait_for(guard(scope, receive, send), 30)  # a guard against hanging, not a measurement
+
+    with asyncio.Runner(loop_factory=LOOPS[loop]) as runner:
+        runner.run(main())
+    assert read == [b"x"] * 5
+    assert len(met) == 1
+    assert pending == [0]
 
 
 # -- the minimum rate, sans I/O: ``waited`` is the time spent waiting for the client ------------------------
