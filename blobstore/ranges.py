@@ -56,6 +56,9 @@ class RangeSpec:
 
 _DIGITS = re.compile(r"[0-9]{1,19}")
 _RANGE_UNIT = "bytes"
+_ONE_RANGE = re.compile(r"bytes=([0-9]{1,19})-([0-9]{0,19})")
+"""The usual value, one ``first-last`` or ``first-`` with no space: read by one match (the general parse
+below gives the same specs for it, and takes every other form)."""
 
 
 def parse_range_header(value: str) -> list[RangeSpec] | None:
@@ -66,6 +69,14 @@ def parse_range_header(value: str) -> list[RangeSpec] | None:
     unknown units are ignored likewise). Raises :class:`InvalidRange` for a syntactically invalid ``bytes``
     range set; the HTTP edge may then ignore the header, as §14.2 permits ("MAY ignore").
     """
+    one = _ONE_RANGE.fullmatch(value)
+    if one is not None:
+        first_text, last_text = one.groups()
+        first = int(first_text)
+        last = int(last_text) if last_text else None
+        if last is not None and last < first:
+            raise InvalidRange("last-pos is less than first-pos")
+        return [RangeSpec(first, last)]
     unit, sep, ranges = value.partition("=")
     if not sep:
         raise InvalidRange("Range header has no '='")
@@ -105,7 +116,11 @@ def resolve_ranges(specs: list[RangeSpec], size: int) -> list[ByteRange]:
     RFC 9110 §15.5.17: 416 is for when "the set of ranges requested has been rejected ... because none of the
     requested ranges are satisfiable".
     """
-    resolved = [r for r in (spec.resolve(size) for spec in specs) if r is not None]
+    if len(specs) == 1:
+        one = specs[0].resolve(size)
+        resolved = [] if one is None else [one]
+    else:
+        resolved = [r for r in (spec.resolve(size) for spec in specs) if r is not None]
     if not resolved:
         raise RangeNotSatisfiable(size=size)
     return resolved
@@ -118,6 +133,8 @@ def coalesce(ranges: list[ByteRange]) -> list[ByteRange]:
     contains ... many small ranges ... or ranges that overlap" — merging is the gentle reading, and stops a
     client from multiplying the response size with overlapping ranges.
     """
+    if len(ranges) < 2:
+        return list(ranges)
     merged: list[ByteRange] = []
     for item in sorted(ranges, key=lambda r: r.start):
         if merged and item.start <= merged[-1].end:

@@ -154,6 +154,29 @@ def test_resolved_and_coalesced_ranges_cover_exactly_the_requested_bytes(
     assert all(0 <= item.start < item.end <= size for item in merged)
 
 
+def parsed_or_refused(value: str) -> list[RangeSpec] | str | None:
+    try:
+        return parse_range_header(value)
+    except InvalidRange as exc:
+        return f"refused: {exc}"
+
+
+@given(
+    st.text("0123456789", min_size=1, max_size=21),
+    st.text("0123456789", max_size=21),
+    st.sampled_from([" ", "\t", "  "]),
+    st.sampled_from(["bytes", "BYTES", "Bytes"]),
+)
+def test_the_usual_single_range_reads_as_its_spelled_out_forms(
+    first: str, last: str, space: str, unit: str
+) -> None:
+    # "bytes=first-last" is read by one match; with a space or another case of the unit the general parse
+    # reads it: both give the same specs, or the same refusal (a last before the first, a 20-digit numeral).
+    plain = parsed_or_refused(f"bytes={first}-{last}")
+    assert plain == parsed_or_refused(f"{unit}={space}{first}-{last}{space}")
+    assert plain == parsed_or_refused(f"bytes={first}{space}-{space}{last}")
+
+
 @given(st.text(max_size=60))
 def test_arbitrary_text_is_parsed_or_refused_never_crashes(value: str) -> None:
     try:

@@ -11,6 +11,7 @@ every one is validated against a strict pattern: no traversal, no NUL, no absolu
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 
@@ -43,7 +44,9 @@ def generation_key(sha256: str | None) -> str:
     return f"{BLOB_DIR}/{sha256[:2]}/{sha256[2:4]}/{sha256}.{suffix}"
 
 
+@functools.lru_cache(maxsize=1024)
 def is_generation_key(key: str) -> bool:
+    # Remembered: every read of a blob checks its key again, and the answer for a string never changes.
     if _KEY.fullmatch(key) is None:
         return False
     _, first, second, name = key.split("/")
