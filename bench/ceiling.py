@@ -15,7 +15,10 @@ same machine, the order of the two rotated run by run:
   ``wrk -c16`` with a Lua script that makes each body new, and httpx (itself a bound, near 800/s here).
 - ``downloads``: whole downloads with curl, ours next to nginx (``sendfile``).
 - ``uploads``: a single-request upload with ``curl -T``, ours (SHA-256 checked, fsynced) next to nginx
-  ``PUT``; and ``blobstore upload --parallel 4``, which the same workload runs, next to the same ``PUT``.
+  ``PUT``; and ``blobstore upload --parallel 4``, which the same workload runs, next to the same ``PUT``; and
+  the payload written to a new file on the store's file system and fsynced, as the store's writer writes
+  (1 MiB writes, writeback started every 8 MiB), with no hashing and no network: nginx does not fsync a
+  ``PUT``, so this row says how much of the goal the disk alone leaves to any durable upload.
 - ``rss``: the peak resident set of ``blobstore serve``'s processes at start (no decoder worker runs until a
   view needs one) and at the end of the run, next to the bare app's.
 
@@ -309,10 +312,11 @@ def ceiling_rows(args: argparse.Namespace, only: set[str], work: Path, extra: li
                 "- wrk is not installed: no ranges rows, no wrk uploads row (`apt-get install -y wrk`)."
             )
         if "uploads" in only:
-            # Ours next to nginx PUT: a single request (the goal's row), and `blobstore upload`'s chunks.
-            single, chunked = bench_uploads(t, args.runs)[:2]
+            # Ours next to nginx PUT: a single request (the goal's row), `blobstore upload`'s chunks, and
+            # the payload written and fsynced alone, which bounds both.
+            single, chunked, written = bench_uploads(t, args.runs)[:3]
             single.workload = "single-request upload (sha256 checked, fsynced), curl -T"
-            rows += [single, chunked]
+            rows += [single, chunked, written]
         else:
             upload_ours_single(t)  # the artifact the reads read
         if "downloads" in only:

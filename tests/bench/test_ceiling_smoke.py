@@ -24,6 +24,7 @@ FIGURE = r"[0-9][0-9,]*(\.[0-9]+)?"
 ROWS = {
     "single-request upload (sha256 checked, fsynced), curl -T": "nginx",
     "chunked upload, `blobstore upload --parallel 4`": "nginx",
+    "ceiling: the payload written and fsynced on the store's disk (no hashing)": "nginx",
     "full download, curl": "nginx",
     "64 KiB random ranges, wrk -t1 -c4": "wrk",
     "64 KiB random ranges, the bare app's pread as one FastAPI route": "wrk",

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.e2e
 WORKLOADS = (
     "single-request upload (sha256 checked, fsynced)",
     "chunked upload",
+    "ceiling: the payload written and fsynced on the store's disk",
     "single-request upload: server CPU per GiB",
     "chunked upload: server + client CPU per GiB",
     "full download, curl",
