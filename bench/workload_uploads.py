@@ -93,10 +93,10 @@ def bench_uploads(t: Targets, runs: int) -> list[Row]:
     single = Row("single-request upload (sha256 checked, fsynced), curl -T", "MiB/s", goal="≥ 0.8")
     chunked = Row("chunked upload, `blobstore upload --parallel 4`", "MiB/s", goal="≥ 0.8")
     vs_registry = Row("single-request upload", "MiB/s", goal="≥ 1.0")
-    # The MiB/s of a large upload swings with how the kernel finds page-cache pages; CPU per GiB, split into
-    # user (the program) and system (the kernel), says which side moved.
     durable = Row("ceiling: the payload written and fsynced on the store's disk (no hashing)", "MiB/s")
     durable.goal = "bounds durable uploads (≥ 0.8)"
+    # The MiB/s of a large upload swings with how the kernel finds page-cache pages; CPU per GiB, split into
+    # user (the program) and system (the kernel), says which side moved.
     single_cpu = Row("single-request upload: server CPU per GiB", "s", higher_is_better=False)
     chunked_cpu = Row("chunked upload: server + client CPU per GiB", "s", higher_is_better=False)
     nginx_samples: list[float] = []
